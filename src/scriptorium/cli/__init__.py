@@ -1,0 +1,13 @@
+"""Command-line interface: ``scriptorium [--home DIR] <group> <command>``.
+
+Importing this package registers every command module on the groups defined in
+:mod:`scriptorium.cli.app`.
+"""
+
+from .app import main, memory, session  # noqa: F401
+
+# Command modules register themselves on import. Each module owns its commands.
+from . import session_cmds  # noqa: E402,F401
+from . import memory_cmds  # noqa: E402,F401
+
+__all__ = ["main"]

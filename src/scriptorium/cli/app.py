@@ -1,0 +1,111 @@
+"""The click application: the root group, the ``session`` and ``memory`` groups and the
+conventions every command follows.
+
+Conventions: every command takes ``--json`` (stdout is then exactly one JSON document);
+any :class:`~scriptorium.errors.ScriptoriumError` becomes one line on stderr and the error's
+exit code. Commands are thin: parse arguments, make one library call, print the result.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from ..config import Settings, load_settings, resolve_home
+from ..errors import ScriptoriumError
+
+
+class App:
+    """What every command needs: the home directory and lazily built library objects."""
+
+    def __init__(self, home: str | None):
+        self.home: Path = resolve_home(home)
+        self.as_json = False
+
+    def settings(self, **overrides: Any) -> Settings:
+        return load_settings(self.home, overrides)
+
+    def store(self):
+        from ..sessions import SessionStore
+
+        return SessionStore(self.home / "sessions")
+
+
+class _Group(click.Group):
+    """A group that reports library errors as one line and a non-zero exit."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ScriptoriumError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("error: interrupted", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group)
+@click.option("--home", type=click.Path(file_okay=False), default=None,
+              help="Scriptorium home (default: $SCRIPTORIUM_HOME or ~/.scriptorium).")
+@click.version_option(package_name="scriptorium")
+@click.pass_context
+def main(ctx: click.Context, home: str | None) -> None:
+    """Exactly-once, branch-aware long-term memory for agent conversations."""
+    ctx.obj = App(home)
+
+
+@main.group(cls=_Group)
+def session() -> None:
+    """Conversation sessions: a DAG of turns on disk."""
+
+
+@main.group(cls=_Group)
+def memory() -> None:
+    """The memory workspace: write, search and inspect long-term memory."""
+
+
+def command(group: click.Group, name: str | None = None, **kwargs: Any) -> Callable:
+    """Register a command on ``group`` with the shared ``--json`` flag and the App passed in.
+
+    The wrapped function receives ``app`` first; it returns a JSON-able value plus an optional
+    human renderer, via :func:`output`.
+    """
+
+    def decorate(fn: Callable) -> click.Command:
+        @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON document.")
+        @click.pass_obj
+        @functools.wraps(fn)
+        def wrapper(app: App, as_json: bool, *args: Any, **kw: Any) -> Any:
+            app.as_json = as_json
+            return fn(app, *args, **kw)
+
+        return group.command(name, **kwargs)(wrapper)
+
+    return decorate
+
+
+def output(app: App, data: Any, human: Callable[[Any], str] | str | None = None) -> None:
+    """Print ``data`` as JSON under ``--json``, else as the human rendering."""
+    if app.as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, sort_keys=False, default=str))
+        return
+    if human is None:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    elif callable(human):
+        text = human(data)
+        if text:
+            click.echo(text)
+    else:
+        click.echo(human)
+
+
+def fail(message: str, exit_code: int = 1) -> None:
+    """Exit with a one-line error (for conditions that are not library errors)."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(exit_code)

@@ -1,0 +1,3 @@
+"""``scriptorium memory …`` commands (thin wrappers over scriptorium.memory)."""
+
+from __future__ import annotations

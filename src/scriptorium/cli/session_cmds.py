@@ -1,0 +1,3 @@
+"""``scriptorium session …`` commands (thin wrappers over scriptorium.sessions)."""
+
+from __future__ import annotations

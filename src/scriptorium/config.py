@@ -1,0 +1,108 @@
+"""Where the home is and what the settings are.
+
+Home: ``--home DIR``, else ``$SCRIPTORIUM_HOME``, else ``~/.scriptorium``.
+Settings: ``home/config.toml``, overridden by ``SCRIPTORIUM_*`` environment variables,
+overridden by explicit values (CLI flags or library arguments).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import InvalidInput
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """The scriptorium home directory (not created here)."""
+    if home:
+        return Path(home).expanduser()
+    env = os.environ.get("SCRIPTORIUM_HOME")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".scriptorium"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob, with its default. Field names match ``SCRIPTORIUM_<NAME>`` env vars."""
+
+    trigger_tokens: int = 16_000
+    idle_allowance_seconds: float = 3600.0
+    watcher_idle_seconds: float = 1800.0
+    watcher_interval_seconds: float = 300.0
+    writer_kind: str = "embedded"
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key_env: str = "OPENAI_API_KEY"
+    llm_max_turns: int = 20
+    llm_timeout_seconds: float = 60.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+# config.toml section/key -> Settings field
+_TOML_KEYS = {
+    ("memory", "trigger_tokens"): "trigger_tokens",
+    ("memory", "idle_allowance_seconds"): "idle_allowance_seconds",
+    ("watcher", "idle_seconds"): "watcher_idle_seconds",
+    ("watcher", "interval_seconds"): "watcher_interval_seconds",
+    ("writer", "kind"): "writer_kind",
+    ("writer.llm", "base_url"): "llm_base_url",
+    ("writer.llm", "model"): "llm_model",
+    ("writer.llm", "api_key_env"): "llm_api_key_env",
+    ("writer.llm", "max_turns"): "llm_max_turns",
+    ("writer.llm", "timeout_seconds"): "llm_timeout_seconds",
+}
+
+
+def _coerce(name: str, value: Any, origin: str) -> Any:
+    kind = {f.name: f.type for f in fields(Settings)}[name]
+    try:
+        if kind in ("int", int):
+            if isinstance(value, bool):
+                raise ValueError
+            out = int(value)
+            if out <= 0:
+                raise ValueError
+            return out
+        if kind in ("float", float):
+            out = float(value)
+            if out < 0:
+                raise ValueError
+            return out
+        return str(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"invalid setting {name}={value!r} in {origin}") from None
+
+
+def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings for ``home``: file, then environment, then ``overrides`` (None values skipped)."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    path = Path(home) / "config.toml"
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidInput(f"cannot read {path}: {exc}") from None
+        for (section, key), name in _TOML_KEYS.items():
+            node: Any = data
+            for part in section.split("."):
+                node = node.get(part, {}) if isinstance(node, dict) else {}
+            if isinstance(node, dict) and key in node:
+                values[name] = _coerce(name, node[key], str(path))
+    for f in fields(Settings):
+        env_name = "SCRIPTORIUM_" + f.name.upper()
+        if f.name != "extra" and env_name in environ:
+            values[f.name] = _coerce(f.name, environ[env_name], env_name)
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = _coerce(name, value, "arguments")
+    settings = replace(Settings(), **values)
+    if settings.writer_kind not in ("embedded", "llm"):
+        raise InvalidInput(f"unknown writer kind {settings.writer_kind!r} (embedded or llm)")
+    return settings

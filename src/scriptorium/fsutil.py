@@ -1,0 +1,166 @@
+"""Filesystem primitives every writer uses: atomic replace, cross-process locks, safe names.
+
+One atomic writer for every file (unique temp name in the same directory, fsync, rename,
+fsync the directory), so no reader ever sees a torn file and a crash leaves either the old
+or the new bytes.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import ConcurrentUpdate, InvalidInput
+
+_FORBIDDEN_IN_NAMES = ("/", "\\", "\x00")
+
+
+def check_name(value: object, what: str = "id") -> str:
+    """Return ``value`` if it is safe as one path component, else raise InvalidInput.
+
+    Refuses non-strings, the empty string, ``.``, ``..`` and anything containing ``/``,
+    ``\\`` or NUL: ids from users or from data must never escape their directory.
+    """
+    if not isinstance(value, str):
+        raise InvalidInput(f"invalid {what}: expected a string, got {type(value).__name__}")
+    if value in ("", ".", ".."):
+        raise InvalidInput(f"invalid {what} {value!r}: must not be empty, '.' or '..'")
+    for ch in _FORBIDDEN_IN_NAMES:
+        if ch in value:
+            raise InvalidInput(f"invalid {what} {value!r}: must not contain {ch!r}")
+    return value
+
+
+def safe_join(root: Path, relpath: str, what: str = "path") -> Path:
+    """Join ``relpath`` under ``root`` and refuse anything that would land outside it."""
+    if not isinstance(relpath, str) or relpath == "" or "\x00" in relpath:
+        raise InvalidInput(f"invalid {what} {relpath!r}")
+    if os.path.isabs(relpath) or relpath.startswith("\\"):
+        raise InvalidInput(f"invalid {what} {relpath!r}: must be relative")
+    root_real = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(root_real, relpath))
+    if target != root_real and not target.startswith(root_real + os.sep):
+        raise InvalidInput(f"invalid {what} {relpath!r}: escapes {root}")
+    return Path(target)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory entry so a rename survives power loss."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file in the same dir, then rename)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            if durable:
+                os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str, mode: int = 0o600, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode, durable=durable)
+
+
+def atomic_write_json(path: Path, obj: Any, *, indent: int | None = None, mode: int = 0o600,
+                      durable: bool = True) -> None:
+    if indent is None:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    else:
+        text = json.dumps(obj, ensure_ascii=False, indent=indent)
+    atomic_write_text(path, text, mode, durable=durable)
+
+
+class FileLock:
+    """An exclusive cross-process lock on a file (``flock``), with an optional timeout.
+
+    ``timeout=None`` waits forever; on timeout raises :class:`ConcurrentUpdate` (retryable).
+    Reentrant within one object: nested ``with`` blocks on the same instance are counted.
+    The lock dies with the process, so a SIGKILL never leaves a stale lock behind.
+    """
+
+    def __init__(self, path: Path, timeout: float | None = None, what: str = "lock",
+                 poll: float = 0.01):
+        self.path = Path(path)
+        self.timeout = timeout
+        self.what = what
+        self.poll = poll
+        self._fd: int | None = None
+        self._depth = 0
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            self._depth += 1
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                        raise
+                    if time.monotonic() >= deadline:  # type: ignore[operator]
+                        raise ConcurrentUpdate(
+                            f"{self.what} is busy ({self.path}); another writer holds it"
+                        ) from None
+                    time.sleep(self.poll)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self._depth = 1
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> "FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

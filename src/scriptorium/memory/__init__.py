@@ -1,0 +1,1 @@
+"""The memory workspace and everything that writes and reads it."""

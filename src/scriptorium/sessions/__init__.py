@@ -1,0 +1,1 @@
+"""The DAG session store (see store.py)."""
