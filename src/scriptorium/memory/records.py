@@ -1,0 +1,151 @@
+"""Which turns memory takes in, which of them are still owed, and how they are batched.
+
+``records`` reduces one branch (the message dicts ``SessionStore.get_branch`` returns) to the
+turns memory records. ``unwritten`` is the whole bookkeeping read of the written-marker design:
+walk from the end, stop at the first record marked *for this workspace*. ``first_batch`` takes
+the oldest pending turns up to the token threshold, which is what keeps the marks a prefix.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import InvalidInput
+from ..tokens import count_tokens
+
+MARK_KEY = "memory_written_scriptorium"
+PROVIDER = "openprogram"  # provider name of session turns, kept for compatibility
+RUNTIME_SOURCES = frozenset({"job_followup", "merge_turn"})
+_ROLES = frozenset({"user", "assistant"})
+
+
+@dataclass(frozen=True)
+class Record:
+    """One conversational turn that memory records."""
+
+    session_id: str
+    node_id: str
+    role: str
+    content: str
+    timestamp: float | str | None
+    ordinal: int  # position in the branch list; orders archive appends only
+    mark: str | None  # value of the mark on the node, whatever workspace wrote it
+    tokens: int
+
+    @property
+    def source_id(self) -> str:
+        return f"{PROVIDER}/{self.session_id}/{self.node_id}"
+
+    def marked_for(self, workspace_id: str) -> bool:
+        return self.mark == workspace_id
+
+    def iso_time(self) -> str:
+        """The turn's time as local ISO-8601 with offset (strings pass through)."""
+        return iso_time(self.timestamp)
+
+    def day(self) -> str:
+        """``YYYY-MM-DD`` of the turn, or ``undated``."""
+        text = self.iso_time()
+        return text[:10] if len(text) >= 10 and text[4] == "-" and text[7] == "-" else "undated"
+
+
+def iso_time(value: float | str | None) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return _dt.datetime.fromtimestamp(float(value)).astimezone().isoformat()
+        except (OverflowError, OSError, ValueError):
+            return ""
+    return ""
+
+
+def message_text(content: Any) -> str:
+    """A message's text: a string, or the LF-joined non-empty text blocks of a block list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, Mapping) and block.get("type") == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text:
+                    parts.append(text)
+        return "\n".join(parts)
+    return ""
+
+
+def is_runtime_turn(message: Mapping[str, Any]) -> bool:
+    """A turn the runtime wrote to itself (sub-agent notices, merge prompts)."""
+    return message.get("display") == "runtime" or message.get("source") in RUNTIME_SOURCES
+
+
+def is_summary(message: Mapping[str, Any]) -> bool:
+    """A compaction summary: it restates turns memory takes from their own nodes."""
+    return "covers_ids" in message or message.get("compaction") is True
+
+
+def records(session_id: str, branch: Sequence[Mapping[str, Any]]) -> list[Record]:
+    """The turns of ``branch`` that memory records, oldest first.
+
+    Dropped: roles other than user/assistant (tool rows), runtime turns, compaction summaries,
+    the root, and turns whose text is blank. A recorded turn without an id is an error: an id
+    is never invented, because the mark must land on the node the turn came from.
+    """
+    out: list[Record] = []
+    for ordinal, message in enumerate(branch):
+        if message.get("role") not in _ROLES:
+            continue
+        if message.get("display") == "root" or is_runtime_turn(message) or is_summary(message):
+            continue
+        text = message_text(message.get("content"))
+        if not text.strip():
+            continue
+        node_id = message.get("id")
+        if not isinstance(node_id, str) or not node_id.strip():
+            raise InvalidInput(f"session {session_id}: a {message.get('role')} turn at position "
+                               f"{ordinal} has no id; memory never invents one")
+        mark = message.get(MARK_KEY)
+        out.append(Record(
+            session_id=session_id,
+            node_id=node_id,
+            role=str(message["role"]),
+            content=text,
+            timestamp=message.get("timestamp", message.get("created_at")),
+            ordinal=ordinal,
+            mark=mark if isinstance(mark, str) else None,
+            tokens=max(1, count_tokens(text)),
+        ))
+    return out
+
+
+def unwritten(recs: Sequence[Record], workspace_id: str) -> list[Record]:
+    """The trailing run of ``recs`` that no mark of ``workspace_id`` covers, oldest first.
+
+    A mark naming another workspace is no mark: a session copied in from elsewhere is written
+    from the start, and a restored backup keeps its own marks. A branch with no mark at all is
+    owed in full ("reprocess rather than go silent").
+    """
+    out: list[Record] = []
+    for record in reversed(recs):
+        if record.marked_for(workspace_id):
+            break
+        out.append(record)
+    out.reverse()
+    return out
+
+
+def first_batch(pending: Sequence[Record], trigger_tokens: int) -> list[Record]:
+    """The oldest pending records that together reach ``trigger_tokens`` (or all of them)."""
+    total = 0
+    for index, record in enumerate(pending):
+        total += record.tokens
+        if total >= trigger_tokens:
+            return list(pending[: index + 1])
+    return list(pending)
+
+
+def total_tokens(recs: Iterable[Record]) -> int:
+    return sum(r.tokens for r in recs)

@@ -1,0 +1,61 @@
+"""The writer protocol shared by the embedded and the LLM writers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+from ...config import Settings
+from ...errors import InvalidInput
+from ..records import Record
+
+
+@dataclass
+class WriteRequest:
+    """Everything a writer may use. ``stage`` holds ``topics/``; nothing else is writable."""
+
+    batch: Sequence[Record]
+    stage: Path
+    cited: frozenset[str] = frozenset()  # source ids the committed topics already cite
+    session_title: str = ""
+    purpose: str = "write"
+
+    @property
+    def topics_dir(self) -> Path:
+        return self.stage / "topics"
+
+
+@dataclass
+class WriterAudit:
+    """What the writer did, for logs and reports (not for deciding what changed)."""
+
+    writer: str
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    summary: str = ""
+
+    def add(self, tool: str, status: str = "ok", **details: Any) -> None:
+        self.entries.append({"tool": tool, "status": status, **details})
+
+
+class Writer(Protocol):
+    name: str
+
+    def write(self, request: WriteRequest) -> WriterAudit:
+        """Edit ``request.topics_dir``; raise on failure (the write step classifies it)."""
+        ...
+
+
+def make_writer(kind: str, settings: Settings | None = None) -> Writer:
+    """The writer named ``kind`` (``embedded`` or ``llm``)."""
+    if kind == "embedded":
+        from .embedded import EmbeddedWriter
+
+        return EmbeddedWriter()
+    if kind == "llm":
+        try:
+            from .llm import LLMWriter  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise InvalidInput(f"the llm writer is not available: {exc}") from None
+        return LLMWriter.from_settings(settings or Settings())
+    raise InvalidInput(f"unknown writer {kind!r} (embedded or llm)")
