@@ -1,0 +1,325 @@
+"""The evidence archive on disk: append-only v2 writes and cached reads.
+
+Writes validate the whole batch first (ids, fields, path collisions, every target file parsing
+complete) and only then replace files, each atomically. Reads cache each parsed file under
+(path, mtime_ns, size, inode), so a write path that looks up hundreds of citations parses each
+file once. Callers that write hold the workspace write lock; this class does not lock.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from ...errors import CorruptFile, InvalidInput
+from ...fsutil import fsync_dir
+from .ids import (SOURCES_DIR, V2_DIR, SourceIdError, fold_name, is_anchor, is_v2_safe_id,
+                  legacy_path, split_source_id, v2_path)
+from .legacy import read_legacy
+from .model import Frame, SourceRecord
+from .v2 import V2Parse, append_separator, check_record, parse_v2, read_text, render_v2_file, \
+    render_v2_frames
+
+
+class SourceArchiveError(CorruptFile):
+    """An archive file we must not append to (invalid or truncated, or not a plain file)."""
+
+    code = "SOURCE_ARCHIVE_INVALID"
+
+
+class SourcePathCollision(InvalidInput):
+    """Two archive paths of a batch (or a batch path and an existing entry) differ only by
+    case or Unicode normalisation: on some filesystems they would be the same file."""
+
+    code = "SOURCE_PATH_COLLISION"
+
+
+@dataclass
+class _Parsed:
+    key: tuple[int, int, int]
+    v2: V2Parse | None
+    frames: list[Frame]
+    by_id: dict[str, Frame]
+    by_anchor: dict[str, Frame]
+
+
+def _is_v2_rel(rel: str) -> bool:
+    parts = rel.split("/")
+    return len(parts) == 4 and parts[0] == SOURCES_DIR and parts[2] == V2_DIR
+
+
+class SourceArchive:
+    """``workspace_root/sources``: write v2 frames, read v2 and legacy frames."""
+
+    def __init__(self, workspace_root: Path, tmp_dir: Path | None = None):
+        self.root = Path(workspace_root)
+        self.tmp_dir = Path(tmp_dir) if tmp_dir is not None else None
+        self._cache: dict[str, _Parsed] = {}
+
+    # ------------------------------------------------------------------ reading
+
+    def _abs(self, rel: str) -> Path:
+        return self.root.joinpath(*rel.split("/"))
+
+    def _plain_stat(self, rel: str) -> os.stat_result | None:
+        """lstat of a regular file reached through no symlink at all, else None."""
+        cur = self.root
+        st = None
+        for part in rel.split("/"):
+            if part in ("", ".", ".."):
+                return None
+            cur = cur / part
+            try:
+                st = os.lstat(cur)
+            except (OSError, ValueError):
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                return None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return None
+        return st
+
+    def _load(self, rel: str) -> _Parsed | None:
+        st = self._plain_stat(rel)
+        if st is None:
+            self._cache.pop(rel, None)
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        hit = self._cache.get(rel)
+        if hit is not None and hit.key == key:
+            return hit
+        try:
+            data = self._abs(rel).read_bytes()
+        except OSError:
+            return None
+        text = read_text(data)
+        if _is_v2_rel(rel):
+            v2 = parse_v2(text, rel)
+            frames = v2.frames
+        else:
+            v2, frames = None, read_legacy(text, rel)
+        by_id: dict[str, Frame] = {}
+        by_anchor: dict[str, Frame] = {}
+        for f in frames:
+            by_id.setdefault(f.source_id, f)
+            by_anchor.setdefault(f.anchor, f)
+        parsed = _Parsed(key, v2, frames, by_id, by_anchor)
+        self._cache[rel] = parsed
+        return parsed
+
+    def file_status(self, rel_path: str) -> V2Parse:
+        """Strict parse of one v2 file (status/verify). A missing file is incomplete."""
+        parsed = self._load(rel_path) if _is_v2_rel(rel_path) else None
+        if parsed is None or parsed.v2 is None:
+            return V2Parse([], False, f"{rel_path}: not a readable v2 archive file")
+        return parsed.v2
+
+    def _v2_frame(self, source_id: str) -> Frame | None:
+        if not is_v2_safe_id(source_id):
+            return None
+        try:
+            parsed = self._load(v2_path(source_id))
+        except SourceIdError:
+            return None
+        return parsed.by_id.get(source_id) if parsed else None
+
+    def _legacy_frame(self, source_id: str) -> Frame | None:
+        try:
+            split_source_id(source_id)
+            parsed = self._load(legacy_path(source_id))
+        except SourceIdError:
+            return None
+        return parsed.by_id.get(source_id) if parsed else None
+
+    def lookup(self, source_id: str) -> Frame | None:
+        """The valid v2 frame of ``source_id``, else its legacy record, else None."""
+        if not isinstance(source_id, str):
+            return None
+        return self._v2_frame(source_id) or self._legacy_frame(source_id)
+
+    def _source_files(self) -> list[str]:
+        base = self.root / SOURCES_DIR
+        out: list[str] = []
+        try:
+            if stat.S_ISLNK(os.lstat(base).st_mode):
+                return []
+        except OSError:
+            return []
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            for name in filenames:
+                if name.endswith(".md"):
+                    out.append(f"{rel_dir}/{name}")
+        return sorted(out)
+
+    def iter_frames(self) -> Iterator[Frame]:
+        """Every frame under ``sources/`` in (path, line) order; legacy copies of v2 ids dropped."""
+        loaded = [(rel, self._load(rel)) for rel in self._source_files()]
+        v2_ids = {f.source_id for rel, p in loaded if p and p.v2 is not None for f in p.frames}
+        for rel, parsed in loaded:
+            if parsed is None:
+                continue
+            for f in parsed.frames:
+                if f.version == "v2" or f.source_id not in v2_ids:
+                    yield f
+
+    # ------------------------------------------------------------------ links
+
+    def resolve_target(self, topic_path: str, target: str) -> str | None:
+        """Source id cited by a footnote target written in ``topic_path``, or None.
+
+        A target is a relative link ``…/sources/…/x.md#source-<16hex>`` (path taken literally,
+        resolved from the topic file's directory) whose anchor exists in that file, or a plain
+        handle: a v2-safe id that exists in the archive.
+        """
+        if not isinstance(target, str) or not isinstance(topic_path, str) or not target:
+            return None
+        link, sep, frag = target.partition("#")
+        if sep and link.endswith(".md") and is_anchor(frag):
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
+            if rel.startswith(SOURCES_DIR + "/") and ".." not in rel.split("/"):
+                parsed = self._load(rel)
+                frame = parsed.by_anchor.get(frag) if parsed else None
+                if frame is not None:
+                    return frame.source_id
+        if is_v2_safe_id(target) and self.lookup(target) is not None:
+            return target
+        return None
+
+    def canonical_link(self, topic_path: str, source_id: str) -> str | None:
+        """Relative link from ``topic_path`` to the frame (v2 if valid there, else legacy)."""
+        frame = self.lookup(source_id)
+        if frame is None:
+            return None
+        start = posixpath.dirname(topic_path) or "."
+        return f"{posixpath.relpath(frame.path, start)}#{frame.anchor}"
+
+    # ------------------------------------------------------------------ writing
+
+    def archive(self, records: list[SourceRecord]) -> list[str]:
+        """Append the records not yet in a valid v2 frame; return the ids newly written.
+
+        Order: records sorted by (provider, thread, input order), grouped by file. Everything
+        is checked before the first byte is written: ids and fields, path collisions, and that
+        each existing target parses complete (else SourceArchiveError, nothing written).
+        """
+        records = list(records)
+        ids = [check_record(r) for r in records]
+        order = sorted(range(len(records)),
+                       key=lambda k: (records[k].provider, records[k].thread, k))
+        groups: dict[str, list[tuple[str, SourceRecord]]] = {}
+        for k in order:
+            groups.setdefault(v2_path(ids[k]), []).append((ids[k], records[k]))
+        self._check_collisions(list(groups))
+
+        plans: list[tuple[str, str, list[str]]] = []
+        for rel, items in groups.items():
+            parsed = self._load(rel)
+            if parsed is None and self._abs(rel).exists() or self._abs(rel).is_symlink():
+                raise SourceArchiveError(f"source archive {rel} is not a plain file")
+            existing_ids = set(parsed.by_id) if parsed else set()
+            if parsed is not None and not parsed.v2.complete:  # type: ignore[union-attr]
+                raise SourceArchiveError(f"invalid or truncated v2 archive {rel}: "
+                                         f"{parsed.v2.error}")  # type: ignore[union-attr]
+            new: list[SourceRecord] = []
+            new_ids: list[str] = []
+            for sid, rec in items:
+                if sid in existing_ids:
+                    continue
+                existing_ids.add(sid)
+                new.append(rec)
+                new_ids.append(sid)
+            if not new:
+                continue
+            if parsed is None:
+                text = render_v2_file(new)
+            else:
+                old = read_text(self._abs(rel).read_bytes())
+                text = old + append_separator(old, parsed.v2) + render_v2_frames(new)  # type: ignore[arg-type]
+            check = parse_v2(text, rel)
+            got = [f.source_id for f in check.frames]
+            if not check.complete or got[len(got) - len(new_ids):] != new_ids:
+                raise SourceArchiveError(f"refusing to write {rel}: the result would not parse "
+                                         f"({check.error})")
+            plans.append((rel, text, new_ids))
+
+        written: list[str] = []
+        for rel, text, new_ids in plans:
+            self._replace(rel, text)
+            written.extend(new_ids)
+        return written
+
+    def _check_collisions(self, rels: list[str]) -> None:
+        """Refuse target paths (and their directory prefixes) that collide under NFC+casefold,
+        with each other or with what already exists on disk."""
+        seen: dict[tuple[str, ...], str] = {}
+        for rel in rels:
+            parts = rel.split("/")
+            for depth in range(1, len(parts) + 1):
+                key = tuple(fold_name(p) for p in parts[:depth])
+                exact = "/".join(parts[:depth])
+                prev = seen.setdefault(key, exact)
+                if prev != exact:
+                    raise SourcePathCollision(f"source archive paths {prev} and {exact} collide "
+                                              "under case folding")
+        listed: dict[str, list[str]] = {}
+        for rel in rels:
+            parts = rel.split("/")
+            for depth in range(1, len(parts) + 1):
+                parent = "/".join(parts[: depth - 1])
+                name = parts[depth - 1]
+                if parent not in listed:
+                    try:
+                        listed[parent] = os.listdir(self._abs(parent) if parent else self.root)
+                    except OSError:
+                        listed[parent] = []
+                for entry in listed[parent]:
+                    if entry != name and fold_name(entry) == fold_name(name):
+                        where = f"{parent}/{entry}" if parent else entry
+                        raise SourcePathCollision(f"source archive path {rel} collides with "
+                                                  f"existing {where} under case folding")
+
+    def _replace(self, rel: str, text: str) -> None:
+        target = self._abs(rel)
+        self._makedirs(target.parent)
+        tmp_dir = self.tmp_dir if self.tmp_dir is not None else target.parent
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="source-archive-", suffix=".tmp", dir=tmp_dir)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text.encode("utf-8", errors="surrogateescape"))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        fsync_dir(target.parent)
+        self._cache.pop(rel, None)
+
+    def _makedirs(self, path: Path) -> None:
+        """Create missing directories (0700), refusing to walk through a symlink."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        missing: list[Path] = []
+        cur = path
+        while not cur.exists() and cur != self.root:
+            missing.append(cur)
+            cur = cur.parent
+        check = path
+        while check != self.root and check != check.parent:
+            if check.is_symlink():
+                raise SourceArchiveError(f"refusing to write through symlink {check}")
+            check = check.parent
+        for d in reversed(missing):
+            d.mkdir(mode=0o700)
+            fsync_dir(d.parent)
