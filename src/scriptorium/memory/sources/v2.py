@@ -243,9 +243,7 @@ def record_from_frame(frame: Frame, role: str | None = None) -> SourceRecord:
     """A record that renders back to ``frame`` (the role defaults to the label)."""
     provider, thread, message = split_source_id(frame.source_id)
     speaker_id = frame.speaker_id or ""
-    display = frame.speaker_display or "" if frame.speaker_id is not None else ""
-    if frame.speaker_id is not None and not speaker_id and not display:
-        display = frame.label
+    display = (frame.speaker_display or "") if frame.speaker_id is not None else ""
     return SourceRecord(provider=provider, thread=thread, message=message,
                         role=role if role is not None else frame.label, content=frame.content,
                         timestamp=frame.timestamp, speaker_id=speaker_id,
