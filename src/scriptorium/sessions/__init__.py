@@ -1,1 +1,13 @@
-"""The DAG session store (see store.py)."""
+"""The DAG session store: nodes on disk, an incrementally refreshed index cache, git per
+turn, forks, rewind, spawn, compaction, the metadata-merge path marks use, head-move events.
+
+    from scriptorium.sessions import SessionStore, Node
+"""
+
+from .errors import (AppendRefused, BrokenChain, HeadRefused, NodeNotFound,  # noqa: F401
+                     SessionNotFound)
+from .node import ROOT, Node  # noqa: F401
+from .store import SessionStore  # noqa: F401
+
+__all__ = ["SessionStore", "Node", "ROOT", "SessionNotFound", "NodeNotFound", "AppendRefused",
+           "HeadRefused", "BrokenChain"]

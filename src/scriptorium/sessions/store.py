@@ -1,0 +1,479 @@
+"""SessionStore: the DAG session store on disk (DESIGN §3, store reference §3–§4).
+
+Every write (append, node rewrite, head move, meta write) happens under one per-session
+cross-process lock (``flock`` on ``<sid>/.session.lock``), after refreshing the cache from
+disk, so idempotence, seq assignment and head-advance decisions see every other process's
+writes, and a node rewrite always merges into the bytes on disk. Reads take no file lock:
+every file is replaced atomically, so a reader sees the old or the new version, never a mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import CorruptFile, InvalidInput
+from ..fsutil import FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text, check_name
+from ..gitrepo import GitRepo
+from . import walks
+from .errors import AppendRefused, HeadRefused, NodeNotFound, SessionNotFound
+from .forks import ForkOps
+from .index import SessionIndex
+from .node import CHAIN_CALLERS, ROOT, Node, new_id, node_from_message, parse_node
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = ".session.lock"
+GITIGNORE = f"{LOCK_NAME}\n*.tmp\nlarge_nodes/\nfile_backups/\n"
+
+HeadListener = Callable[[str, "str | None", "str | None"], None]
+
+
+class _SessionRepo(GitRepo):
+    """A session's repo: its lazy init makes an *empty* "session init" commit, so the turn
+    that triggered the init still gets its own "turn: …" commit (GitRepo.ensure would fold
+    every existing file into the init commit)."""
+
+    def ensure(self, exclude: Any = (), initial_message: str = "session init") -> bool:
+        if self.exists:
+            return False
+        self._run(["init", "-q", "--initial-branch=main"])
+        self._run(["config", "user.name", self.name])
+        self._run(["config", "user.email", self.email])
+        self._run(["config", "commit.gpgsign", "false"])
+        self._run(["commit", "-q", "--no-verify", "--allow-empty", "-m", initial_message])
+        return True
+
+
+@dataclass
+class _Op:
+    """One locked write: the fresh index, head-move events to announce after unlocking."""
+
+    sid: str
+    idx: SessionIndex
+    events: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+
+
+class SessionStore(ForkOps):
+    """All sessions under ``root`` (= ``<home>/sessions``)."""
+
+    lock_timeout: float = 60.0
+
+    def __init__(self, root: Path, *, git: bool = True):
+        self.root = Path(root)
+        self.git = git  # False skips per-turn commits (tests, benchmarks of the bare store)
+        self._indexes: dict[str, SessionIndex] = {}
+        self._tlocks: dict[str, threading.RLock] = {}
+        self._flocks: dict[str, FileLock] = {}
+        self._guard = threading.Lock()
+        self._listeners: list[HeadListener] = []
+
+    @classmethod
+    def from_home(cls, home: Path, **kw: Any) -> "SessionStore":
+        return cls(Path(home) / "sessions", **kw)
+
+    # --- plumbing ----------------------------------------------------------------------------
+    def _dir(self, sid: str) -> Path:
+        return self.root / check_name(sid, "session id")
+
+    def exists(self, sid: str) -> bool:
+        """True when ``<root>/<sid>`` is a real session directory (meta.json or history/)."""
+        d = self._dir(sid)
+        if d.is_symlink() or not d.is_dir():
+            return False
+        return (d / "meta.json").is_file() or (d / "history").is_dir()
+
+    def _require(self, sid: str) -> Path:
+        if not self.exists(sid):
+            raise SessionNotFound(f"session {sid} not found under {self.root}")
+        return self.root / sid
+
+    def _locks(self, sid: str) -> tuple[threading.RLock, FileLock]:
+        with self._guard:
+            tl = self._tlocks.get(sid)
+            if tl is None:
+                tl = self._tlocks[sid] = threading.RLock()
+                self._flocks[sid] = FileLock(self.root / sid / LOCK_NAME,
+                                             timeout=self.lock_timeout,
+                                             what=f"session {sid} lock")
+            return tl, self._flocks[sid]
+
+    def _index(self, sid: str) -> SessionIndex:
+        with self._guard:
+            idx = self._indexes.get(sid)
+            if idx is None:
+                idx = self._indexes[sid] = SessionIndex(sid, self.root / sid)
+            return idx
+
+    @contextlib.contextmanager
+    def _reading(self, sid: str) -> Iterator[SessionIndex]:
+        self._require(sid)
+        tl, _ = self._locks(sid)
+        with tl:
+            idx = self._index(sid)
+            idx.refresh()
+            yield idx
+
+    @contextlib.contextmanager
+    def _writing(self, sid: str) -> Iterator[_Op]:
+        self._require(sid)
+        tl, fl = self._locks(sid)
+        with tl:
+            with fl:
+                idx = self._index(sid)
+                idx.refresh()
+                op = _Op(sid, idx)
+                yield op
+        self._announce(op.events)
+
+    def _announce(self, events: list[tuple[str, str | None, str | None]]) -> None:
+        for sid, old, new in events:
+            for cb in list(self._listeners):
+                try:
+                    cb(sid, old, new)
+                except Exception:  # a listener must not undo a durable write
+                    log.exception("head-move listener failed for session %s", sid)
+
+    def subscribe(self, callback: HeadListener) -> Callable[[], None]:
+        """Call ``callback(sid, old_head, new_head)`` after every head move this store makes;
+        returns the function that unsubscribes."""
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    # --- sessions ---------------------------------------------------------------------------
+    def create_session(self, session_id: str | None = None, title: str = "", **extra: Any) -> str:
+        """Create a session (idempotent: an existing one is left as it is)."""
+        sid = session_id or new_id()
+        sdir = self._dir(sid)
+        if not isinstance(title, str):
+            raise InvalidInput(f"invalid title for session {sid}: expected a string")
+        if sdir.is_symlink() or (sdir.exists() and not sdir.is_dir()):
+            raise InvalidInput(f"session path {sdir} exists and is not a directory")
+        self.root.mkdir(parents=True, exist_ok=True)
+        sdir.mkdir(exist_ok=True)
+        tl, fl = self._locks(sid)
+        with tl, fl:
+            idx = self._index(sid)
+            idx.refresh()
+            if idx.meta_present:
+                if idx.meta.get("id") != sid:  # a copied-in or history-only session
+                    self._write_meta(idx, dict(idx.meta, id=sid))
+                return sid
+            now = time.time()
+            meta = {"id": sid, "title": title, "created_at": now, "updated_at": now,
+                    "head_id": idx.head, "branches": {}}
+            meta.update(extra)
+            (sdir / "history").mkdir(exist_ok=True)
+            if not (sdir / ".gitignore").exists():
+                atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
+            self._write_meta(idx, meta)
+        return sid
+
+    def list_sessions(self) -> list[dict]:
+        """One row per session, newest ``updated_at`` first. A session whose meta.json is
+        unreadable is listed with ``error`` rather than hiding every other session."""
+        rows = []
+        try:
+            entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        for e in entries:
+            try:
+                check_name(e.name)
+                if not self.exists(e.name):
+                    continue
+            except InvalidInput:
+                continue
+            row: dict[str, Any] = {"session_id": e.name, "title": "", "updated_at": 0.0,
+                                   "head_id": None}
+            try:
+                meta = self._read_meta_file(Path(e.path) / "meta.json")
+                title, upd, head = meta.get("title"), meta.get("updated_at"), meta.get("head_id")
+                row["title"] = title if isinstance(title, str) else ""
+                row["updated_at"] = upd if isinstance(upd, (int, float)) else 0.0
+                row["head_id"] = head if isinstance(head, str) and head else None
+            except CorruptFile as exc:
+                row["error"] = str(exc)
+            rows.append(row)
+        rows.sort(key=lambda r: (r["updated_at"], r["session_id"]), reverse=True)
+        return rows
+
+    @staticmethod
+    def _read_meta_file(path: Path) -> dict:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        try:
+            meta = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorruptFile(f"corrupt meta file {path}: {exc}") from None
+        if not isinstance(meta, dict):
+            raise CorruptFile(f"corrupt meta file {path}: not a JSON object")
+        return meta
+
+    def get_meta(self, sid: str) -> dict:
+        """A copy of meta.json (defaults for a history-only session)."""
+        with self._reading(sid) as idx:
+            meta = json.loads(json.dumps(idx.meta)) if idx.meta_present else {}
+            meta.setdefault("id", sid)
+            meta.setdefault("title", "")
+            meta.setdefault("head_id", idx.head)
+            return meta
+
+    def head(self, sid: str) -> str | None:
+        with self._reading(sid) as idx:
+            return idx.head
+
+    def _meta_for_write(self, idx: SessionIndex) -> dict:
+        if idx.meta_present:
+            return dict(idx.meta)
+        now = time.time()
+        return {"id": idx.sid, "title": "", "created_at": now, "updated_at": now,
+                "head_id": idx.head, "branches": {}}
+
+    def _write_meta(self, idx: SessionIndex, meta: dict) -> None:
+        atomic_write_json(idx.meta_path, meta)
+        idx.record_own_meta(meta)
+
+    # --- nodes ------------------------------------------------------------------------------
+    def get_node(self, sid: str, node_id: str) -> Node:
+        check_name(node_id, "node id")
+        with self._reading(sid) as idx:
+            node = idx.nodes.get(node_id)
+            if node is None:
+                raise NodeNotFound(f"node {node_id} not found in session {sid}")
+            return node.copy()
+
+    def get_nodes(self, sid: str) -> list[Node]:
+        """Every node, raw and unfiltered, in seq order."""
+        with self._reading(sid) as idx:
+            return [n.copy() for n in idx.ordered()]
+
+    def append_message(self, sid: str, msg: dict, *, commit: bool | None = None) -> str:
+        """Append one message as a node; idempotent by id. ``commit=None`` commits a git turn
+        when the node completes one (a chain-level assistant reply to a user turn)."""
+        with self._writing(sid) as op:
+            node, _ = node_from_message(msg, default_predecessor=op.idx.head or ROOT)
+            created = self._append_locked(op, node)
+            if created:
+                self._maybe_commit(op, node, commit)
+            return node.id
+
+    def append_after(self, sid: str, after: str, msg: dict, *, commit: bool | None = None) -> str:
+        """Append ``msg`` as a child of ``after`` and make it the head (a fork)."""
+        check_name(after, "node id")
+        msg = dict(msg, predecessor=after)
+        with self._writing(sid) as op:
+            if after != ROOT and after not in op.idx.nodes:
+                raise NodeNotFound(f"node {after} not found in session {sid}")
+            node, _ = node_from_message(msg, default_predecessor=after)
+            created = self._append_locked(op, node, advance=False)
+            self._move_head(op, node.id)
+            if created:
+                self._maybe_commit(op, node, commit)
+            return node.id
+
+    def _append_locked(self, op: _Op, node: Node, *, advance: bool = True) -> bool:
+        """Validate and write ``node`` (lock held, index fresh); False if the id exists."""
+        idx, sid = op.idx, op.sid
+        if node.id in idx.nodes:
+            return False
+        pred = node.predecessor
+        if pred and pred != ROOT and pred not in idx.nodes:
+            raise AppendRefused(
+                f"session {sid}: predecessor {pred} of node {node.id} does not exist")
+        caller = node.caller or ""
+        if (caller not in CHAIN_CALLERS and caller not in idx.nodes
+                and not node.metadata.get("caller_session")):
+            raise AppendRefused(f"session {sid}: caller {caller} of node {node.id} does not exist")
+        self._check_invariant(idx, sid, node)
+        node.seq = idx.max_seq + 1
+        idx.hist.mkdir(parents=True, exist_ok=True)
+        name = node.filename()
+        atomic_write_bytes(idx.hist / name, node.dumps())
+        idx.record_own_write(name, node)
+        meta = self._meta_for_write(idx)
+        prev = meta.get("updated_at")
+        now = time.time()
+        if isinstance(prev, (int, float)) and now <= prev:
+            now = prev + 1e-6  # the activity clock must move on every append
+        meta["updated_at"] = now
+        head = idx.head
+        if (advance and node.chain_level and not node.is_summary and not node.is_root
+                and (head is None or node.predecessor == head)):
+            meta["head_id"] = node.id
+            op.events.append((sid, head, node.id))
+        self._write_meta(idx, meta)
+        return True
+
+    @staticmethod
+    def _check_invariant(idx: SessionIndex, sid: str, node: Node) -> None:
+        """Reference §3.2: a top-level turn with no predecessor must be the first turn,
+        a spawn root, a summary or the root."""
+        if node.role not in ("user", "llm"):
+            return
+        if node.role == "user" and node.input is not None:
+            return  # an ask_user answer
+        if not node.chain_level or node.predecessor:
+            return
+        if node.is_root or node.is_spawn_root or "covers_ids" in node.metadata:
+            return
+        if idx.first_conversational_seq() is not None:
+            raise AppendRefused(f"session {sid}: node {node.id} has no predecessor and is not "
+                                f"the first turn, a spawn root, a summary or the root")
+
+    # --- head ---------------------------------------------------------------------------------
+    def set_head(self, sid: str, node_id: str | None) -> None:
+        """THE head move: refuses unknown nodes and summaries, announces (sid, old, new)."""
+        if node_id is not None:
+            check_name(node_id, "node id")
+        with self._writing(sid) as op:
+            self._move_head(op, node_id)
+
+    def _move_head(self, op: _Op, node_id: str | None) -> None:
+        idx = op.idx
+        if node_id is not None:
+            node = idx.nodes.get(node_id)
+            if node is None:
+                raise NodeNotFound(f"node {node_id} not found in session {op.sid}")
+            if node.is_summary:
+                raise HeadRefused(f"session {op.sid}: node {node_id} is a compaction summary "
+                                  f"and cannot be the head")
+        old = idx.head
+        if old == node_id and idx.meta_present:
+            return
+        meta = self._meta_for_write(idx)
+        meta["head_id"] = node_id
+        self._write_meta(idx, meta)
+        if old != node_id:
+            op.events.append((op.sid, old, node_id))
+
+    # --- reads --------------------------------------------------------------------------------
+    def get_branch(self, sid: str, head: str | None = None) -> list[dict]:
+        """The branch ending at ``head`` (default: the session head) as message dicts, oldest
+        first; root and rewound nodes dropped, summaries never spliced in."""
+        if head is not None:
+            check_name(head, "node id")
+        with self._reading(sid) as idx:
+            h = head if head is not None else idx.head
+            if h is None:
+                return []
+            return [n.to_message(sid) for n in walks.branch(idx, sid, h)]
+
+    def list_branches(self, sid: str) -> list[dict]:
+        """Every live tip, the head first, then newest (by seq) first."""
+        with self._reading(sid) as idx:
+            head = idx.head
+            found = walks.tips(idx)
+            if head is not None and head in idx.nodes and all(n.id != head for n in found):
+                found.append(idx.nodes[head])
+            branches = idx.meta.get("branches") if isinstance(idx.meta.get("branches"), dict) else {}
+            rows = []
+            for n in found:
+                entry = branches.get(n.id)
+                name = entry if isinstance(entry, str) else None
+                archived, updated = False, n.created_at
+                if isinstance(entry, dict):
+                    name = entry.get("name") if isinstance(entry.get("name"), str) else None
+                    archived = bool(entry.get("archived"))
+                    if isinstance(entry.get("updated_at"), (int, float)):
+                        updated = entry["updated_at"]
+                rows.append({"tip": n.id, "head_msg_id": n.id, "head": n.id == head,
+                             "archived": archived, "name": name, "updated_at": updated,
+                             "created_at": n.created_at, "seq": n.seq})
+            rows.sort(key=lambda r: (not r["head"], -r["seq"]))
+            return rows
+
+    # --- node rewrites --------------------------------------------------------------------------
+    def merge_node_metadata_batch(self, sid: str, patches: dict[str, dict]) -> None:
+        """Merge each patch into its node's metadata, touching nothing else (not meta.json,
+        not ``updated_at``, not the index's directory fingerprint). The marker's write path."""
+        if not isinstance(patches, dict):
+            raise InvalidInput(f"session {sid}: patches must be a dict of node id to dict")
+        for nid, patch in patches.items():
+            check_name(nid, "node id")
+            if not isinstance(patch, dict):
+                raise InvalidInput(f"session {sid}: patch for node {nid} must be a dict")
+        if not patches:
+            return
+        with self._writing(sid) as op:
+            missing = [nid for nid in patches if nid not in op.idx.nodes]
+            if missing:
+                raise NodeNotFound(f"node {missing[0]} not found in session {sid}")
+            for nid, patch in patches.items():
+                self._rewrite_metadata_locked(op, nid, patch)
+
+    def _rewrite_metadata_locked(self, op: _Op, node_id: str, patch: dict) -> None:
+        """Read the node file from disk (never the cache), merge, replace atomically."""
+        idx = op.idx
+        name = idx.file_of[node_id]
+        path = idx.hist / name
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise NodeNotFound(f"node {node_id} of session {op.sid} vanished ({path})") from None
+        current = parse_node(data, path)
+        md = dict(current.metadata)
+        md.update({k: v for k, v in patch.items() if k != "predecessor"})
+        try:
+            raw = json.loads(data)
+        except ValueError:  # parse_node already vouched for it
+            raw = current.to_json()
+        raw["metadata"] = md
+        out = json.dumps(raw, ensure_ascii=False).encode("utf-8")
+        atomic_write_bytes(path, out)
+        idx.record_own_write(name, parse_node(out, path))
+
+    # --- git ----------------------------------------------------------------------------------
+    def commit_turn(self, sid: str, message: str) -> str | None:
+        """Commit everything in the session dir (lazy git init); None if nothing changed."""
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidInput(f"session {sid}: commit message must be a non-empty string")
+        with self._writing(sid) as op:
+            return self._commit(op, message)
+
+    def _commit(self, op: _Op, message: str) -> str | None:
+        sdir = op.idx.dir
+        if not (sdir / ".gitignore").exists():
+            atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
+        repo = _SessionRepo(sdir)
+        repo.ensure(initial_message="session init")
+        return repo.commit_all(message)
+
+    def _maybe_commit(self, op: _Op, node: Node, commit: bool | None) -> str | None:
+        if commit is False or (commit is None and not self.git):
+            return None
+        user = self._turn_user(op.idx, node)
+        if commit is None and user is None:
+            return None
+        text = (user or node).text().strip()
+        first = text.splitlines()[0][:60] if text else node.id
+        return self._commit(op, f"turn: {first}")
+
+    @staticmethod
+    def _turn_user(idx: SessionIndex, node: Node) -> Node | None:
+        """The user turn ``node`` completes, if ``node`` is a chain-level reply."""
+        if (node.role != "llm" or not node.chain_level or node.is_summary or node.is_runtime
+                or not node.predecessor):
+            return None
+        user = idx.nodes.get(node.predecessor)
+        if user is None or user.role != "user" or user.is_root:
+            return None
+        return user
+
+    def git_log(self, sid: str, limit: int = 50) -> list[dict]:
+        """The session's per-turn commits, newest first (empty before the first commit)."""
+        return GitRepo(self._require(sid)).log(limit)

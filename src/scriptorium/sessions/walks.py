@@ -1,0 +1,120 @@
+"""Read-only walks over one session's index: a branch (predecessor walk) and its live tips.
+
+Pure functions of a :class:`SessionIndex`, so they can be tested and reasoned about apart
+from locking and files.
+"""
+
+from __future__ import annotations
+
+from .errors import BrokenChain, NodeNotFound
+from .index import SessionIndex
+from .node import ROOT, Node
+
+
+def legal_start(idx: SessionIndex, node: Node) -> bool:
+    """May a walk end at ``node`` although it has no predecessor? (reference §3.3)"""
+    if node.is_spawn_root or node.is_root or not node.conversational:
+        return True
+    if "covers_ids" in node.metadata or node.metadata.get("caller_session"):
+        return True
+    if not node.chain_level:
+        return True  # a sub-call subtree root (the append invariant lets it in)
+    first = idx.first_conversational_seq()
+    return first is None or node.seq <= first
+
+
+def raw_chain(idx: SessionIndex, sid: str, head: str) -> list[Node]:
+    """Nodes from ``head`` back to a legal terminus, head first, nothing filtered.
+
+    A dangling predecessor or a cycle is damage, not an end: it raises BrokenChain.
+    """
+    node = idx.nodes.get(head)
+    if node is None:
+        raise NodeNotFound(f"node {head} not found in session {sid}")
+    chain: list[Node] = []
+    seen: set[str] = set()
+    while True:
+        if node.id in seen:
+            raise BrokenChain(f"session {sid}: predecessor cycle through node {node.id}")
+        seen.add(node.id)
+        chain.append(node)
+        pred = node.predecessor
+        if pred:
+            if pred == ROOT:
+                root = idx.nodes.get(ROOT)
+                if root is None or node.id == ROOT:
+                    return chain  # "ROOT" with no ROOT node is a legal terminus
+                node = root
+                continue
+            nxt = idx.nodes.get(pred)
+            if nxt is None:
+                raise BrokenChain(
+                    f"session {sid}: node {node.id} has a dangling predecessor {pred}")
+            node = nxt
+            continue
+        if legal_start(idx, node):
+            return chain
+        raise BrokenChain(f"session {sid}: node {node.id} has no predecessor and is not a "
+                          f"first turn, spawn root or summary")
+
+
+def branch(idx: SessionIndex, sid: str, head: str) -> list[Node]:
+    """The branch ending at ``head``, oldest first, without root and rewound nodes."""
+    chain = raw_chain(idx, sid, head)
+    chain.reverse()
+    return [n for n in chain if not n.is_root and not n.rewound]
+
+
+def _caller_ok(idx: SessionIndex, node: Node) -> bool:
+    """A node hung on a real caller counts only if that caller is a turn (spawn roots)."""
+    if node.chain_level:
+        return True
+    caller = idx.nodes.get(node.caller)
+    return caller is None or caller.conversational  # unknown locally: cross-session spawn
+
+
+def _conv_child(idx: SessionIndex, node: Node) -> bool:
+    """Could ``node`` continue its predecessor's line? (runtime handled by the caller)"""
+    return (node.conversational and not node.is_root and not node.is_attach
+            and not node.is_context and not node.is_summary and not node.rewound
+            and _caller_ok(idx, node))
+
+
+def is_candidate(idx: SessionIndex, node: Node, merged: set[str]) -> bool:
+    """May ``node`` be reported as a branch tip at all?"""
+    return (node.conversational and not node.is_root and not node.is_summary
+            and not node.is_context and not node.is_attach and not node.is_runtime
+            and not node.rewound and node.id not in merged and _caller_ok(idx, node))
+
+
+def continued(idx: SessionIndex) -> set[str]:
+    """Ids whose line goes on: a non-runtime conversational child, or a runtime child that
+    itself (transitively) goes on. Runtime notices are transparent for tip detection."""
+    done: set[str] = set()
+    queue: list[Node] = []
+    for node in idx.ordered():
+        pred = node.predecessor
+        if pred and pred not in done and _conv_child(idx, node) and not node.is_runtime:
+            done.add(pred)
+            parent = idx.nodes.get(pred)
+            if parent is not None:
+                queue.append(parent)
+    # propagate upward through runtime notices: if a notice goes on, so does its parent
+    while queue:
+        node = queue.pop()
+        if node.is_runtime and _conv_child(idx, node):
+            pred = node.predecessor
+            if pred and pred not in done:
+                done.add(pred)
+                parent = idx.nodes.get(pred)
+                if parent is not None:
+                    queue.append(parent)
+    return done
+
+
+def tips(idx: SessionIndex) -> list[Node]:
+    """Every live tip (reference §3.4, minus rewound tips and runtime-only continuations)."""
+    merged = set(idx.meta.get("merged_heads") or [])
+    going_on = continued(idx)
+    return [n for n in idx.ordered()
+            if n.id not in going_on and is_candidate(idx, n, merged)]
