@@ -273,3 +273,47 @@ def test_appending_to_a_reference_archive_keeps_its_bytes_as_a_prefix(written_ho
     assert after.startswith(before + b"\n<a id=")
     assert SourceArchive(ws).file_status(f"{FIXTURE_V2}/offsite.md").complete
     assert v2_path("openprogram/offsite/x") == f"{FIXTURE_V2}/offsite.md"
+
+
+def test_an_empty_batch_writes_nothing(ws):
+    assert SourceArchive(ws).archive([]) == []
+    assert list(ws.iterdir()) == []
+
+
+def test_a_symlinked_archive_file_is_neither_read_nor_written_through(ws, tmp_path):
+    elsewhere = tmp_path / "elsewhere.md"
+    SourceArchive(tmp_path / "other").archive([rec("m1")])
+    elsewhere.write_bytes((tmp_path / "other" / FIXTURE_V2 / "s-91.md").read_bytes())
+    (ws / FIXTURE_V2).mkdir(parents=True)
+    os.symlink(elsewhere, ws / FIXTURE_V2 / "s-91.md")
+    arch = SourceArchive(ws)
+    assert arch.lookup("openprogram/s-91/m1") is None
+    with pytest.raises(SourceArchiveError):
+        arch.archive([rec("m2")])
+    assert b"m2" not in elsewhere.read_bytes()
+
+
+def test_a_frame_after_an_invalid_tail_cannot_be_cited(ws):
+    arch = SourceArchive(ws)
+    arch.archive([rec("m1"), rec("m2"), rec("m3")])
+    path = ws / FIXTURE_V2 / "s-91.md"
+    head, sep, tail = path.read_text().partition("<!-- source-id:openprogram/s-91/m2 -->")
+    path.write_text(head + sep + tail.replace("record-lines:1", "record-lines:x", 1))
+    status = arch.file_status(f"{FIXTURE_V2}/s-91.md")
+    assert not status.complete and [f.source_id for f in status.frames] == ["openprogram/s-91/m1"]
+    assert arch.lookup("openprogram/s-91/m1") is not None
+    for sid, ok in (("openprogram/s-91/m1", True), ("openprogram/s-91/m2", False),
+                    ("openprogram/s-91/m3", False)):
+        link = f"../../sources/openprogram/_v2/s-91.md#{source_anchor(sid)}"
+        assert (arch.resolve_target("topics/a/b.md", link) == sid) is ok
+        assert (arch.canonical_link("topics/a/b.md", sid) == link) is ok
+    with pytest.raises(SourceArchiveError):
+        arch.archive([rec("m4")])
+
+
+def test_the_legacy_cursor_fixture_archives_are_complete(legacy_home):
+    arch = SourceArchive(legacy_home / "memory")
+    frames = list(arch.iter_frames())
+    assert len(frames) == 8 and all(f.trusted and f.version == "v2" for f in frames)
+    for rel in {f.path for f in frames}:
+        assert arch.file_status(rel).complete
