@@ -1,3 +1,167 @@
-"""``scriptorium session …`` commands (thin wrappers over scriptorium.sessions)."""
+"""``scriptorium session …`` commands (thin wrappers over scriptorium.sessions).
+
+Every command is one library call; library errors become one stderr line and the error's
+exit code (2 bad input, 3 not found, 4 corrupt file, 5 busy). Commands other than ``new``
+and ``list`` require the session to exist.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .app import App, command, output, session
+
+
+def _short(text: Any, width: int = 70) -> str:
+    s = text if isinstance(text, str) else str(text)
+    s = " ".join(s.split())
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _messages_human(data: dict) -> str:
+    lines = [f"session {data['session_id']}  head {data['head_id']}"]
+    for m in data["messages"]:
+        lines.append(f"  {m['id']:<14} {m['role']:<9} {_short(m['content'])}")
+    return "\n".join(lines)
+
+
+@command(session, "new")
+@click.option("--id", "sid", default=None, help="Session id (default: 12 random hex).")
+@click.option("--title", default="", help="Session title.")
+def new_cmd(app: App, sid: str | None, title: str) -> None:
+    """Create a session (an existing id is left as it is)."""
+    created = app.store().create_session(sid, title=title)
+    output(app, {"session_id": created}, lambda d: d["session_id"])
+
+
+@command(session, "add")
+@click.argument("sid")
+@click.option("--role", type=click.Choice(["user", "assistant"]), required=True)
+@click.option("--text", required=True, help="The message text.")
+@click.option("--id", "node_id", default=None, help="Node id (default: 12 random hex).")
+@click.option("--after", default=None,
+              help="Fork: the new node follows NODE (not the head) and becomes the head.")
+def add_cmd(app: App, sid: str, role: str, text: str, node_id: str | None,
+            after: str | None) -> None:
+    """Append a message to an existing session SID (default: after the head)."""
+    store = app.store()
+    msg: dict[str, Any] = {"role": role, "content": text}
+    if node_id is not None:
+        msg["id"] = node_id
+    if after is not None:
+        nid = store.append_after(sid, after, msg)
+    else:
+        nid = store.append_message(sid, msg)
+    data = {"node_id": nid, "head_id": store.head(sid)}
+    output(app, data, lambda d: f"{d['node_id']} (head {d['head_id']})")
+
+
+@command(session, "show")
+@click.argument("sid")
+@click.option("--head", "head", default=None, help="Show the branch ending at NODE.")
+def show_cmd(app: App, sid: str, head: str | None) -> None:
+    """Show one branch of SID (default: the head's), oldest first."""
+    data = app.store().branch_view(sid, head)
+    output(app, data, _messages_human)
+
+
+@command(session, "branches")
+@click.argument("sid")
+def branches_cmd(app: App, sid: str) -> None:
+    """List the live branch tips of SID (the head first)."""
+    rows = app.store().list_branches(sid)
+    data = {"session_id": sid, "branches": rows}
+
+    def human(d: dict) -> str:
+        return "\n".join(f"{'*' if r['head'] else ' '} {r['tip']}"
+                         f"{'  [archived]' if r['archived'] else ''}"
+                         f"{'  ' + r['name'] if r['name'] else ''}" for r in d["branches"])
+
+    output(app, data, human)
+
+
+@command(session, "head")
+@click.argument("sid")
+@click.argument("node", required=False)
+def head_cmd(app: App, sid: str, node: str | None) -> None:
+    """Print the head of SID, or move it to NODE."""
+    store = app.store()
+    if node is None:
+        data = {"session_id": sid, "head_id": store.head(sid)}
+    else:
+        previous = store.head(sid)
+        store.set_head(sid, node)
+        data = {"session_id": sid, "head_id": node, "previous_head_id": previous}
+    output(app, data, lambda d: str(d["head_id"]))
+
+
+@command(session, "rewind")
+@click.argument("sid")
+@click.argument("node")
+def rewind_cmd(app: App, sid: str, node: str) -> None:
+    """Rewind SID to before NODE (on the active chain): those turns are retired."""
+    result = app.store().rewind(sid, node)
+    data = {"session_id": sid, **result}
+    output(app, data, lambda d: f"head {d['new_head_id']}; rewound {len(d['nodes_rewound'])}")
+
+
+@command(session, "spawn")
+@click.argument("sid")
+@click.option("--caller", required=True, help="The node that spawns the sub-agent.")
+@click.option("--text", required=True, help="The sub-agent's first message.")
+@click.option("--id", "node_id", default=None)
+@click.option("--caller-session", default=None,
+              help="The caller lives in this other session (cross-session spawn).")
+@click.option("--register-head", is_flag=True, help="Make the spawn root the head.")
+def spawn_cmd(app: App, sid: str, caller: str, text: str, node_id: str | None,
+              caller_session: str | None, register_head: bool) -> None:
+    """Open a spawn branch in SID hung on CALLER."""
+    nid = app.store().spawn(sid, caller, text, node_id=node_id, register_head=register_head,
+                            caller_session=caller_session)
+    output(app, {"node_id": nid}, lambda d: d["node_id"])
+
+
+@command(session, "retry")
+@click.argument("sid")
+@click.argument("reply")
+@click.option("--text", required=True, help="The new reply.")
+@click.option("--id", "node_id", default=None)
+def retry_cmd(app: App, sid: str, reply: str, text: str, node_id: str | None) -> None:
+    """Add a new sibling of assistant reply REPLY; it becomes the head."""
+    nid = app.store().retry(sid, reply, text, node_id=node_id)
+    output(app, {"node_id": nid, "head_id": nid}, lambda d: d["node_id"])
+
+
+@command(session, "edit")
+@click.argument("sid")
+@click.argument("node")
+@click.option("--text", required=True, help="The edited user message.")
+@click.option("--id", "node_id", default=None)
+def edit_cmd(app: App, sid: str, node: str, text: str, node_id: str | None) -> None:
+    """Add an edited sibling of user message NODE; it becomes the head."""
+    nid = app.store().edit(sid, node, text, node_id=node_id)
+    output(app, {"node_id": nid, "head_id": nid}, lambda d: d["node_id"])
+
+
+@command(session, "compact")
+@click.argument("sid")
+@click.option("--covers", "covers", multiple=True, required=True,
+              help="A covered node id, in chain order (repeat the option).")
+@click.option("--text", required=True, help="The summary text.")
+@click.option("--id", "node_id", default=None)
+def compact_cmd(app: App, sid: str, covers: tuple[str, ...], text: str,
+                node_id: str | None) -> None:
+    """Add a compaction summary of a contiguous chain segment (the head does not move)."""
+    nid = app.store().compact(sid, list(covers), text, node_id=node_id)
+    output(app, {"node_id": nid}, lambda d: d["node_id"])
+
+
+@command(session, "list")
+def list_cmd(app: App) -> None:
+    """List sessions, most recently active first."""
+    rows = app.store().list_sessions()
+    output(app, {"sessions": rows},
+           lambda d: "\n".join(f"{r['session_id']:<20} {r['head_id'] or '-':<14} {r['title']}"
+                               for r in d["sessions"]))

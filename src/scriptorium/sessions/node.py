@@ -174,7 +174,9 @@ def node_from_message(msg: dict, *, default_predecessor: str | None) -> tuple[No
     """
     if not isinstance(msg, dict):
         raise InvalidInput(f"invalid message: expected a dict, got {type(msg).__name__}")
-    node_id = msg.get("id") or new_id()
+    node_id = msg.get("id")
+    if node_id is None:
+        node_id = new_id()
     check_name(node_id, "node id")
     role = normalize_role(msg.get("role", "user"))
     metadata: dict[str, Any] = {}

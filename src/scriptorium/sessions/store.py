@@ -155,7 +155,7 @@ class SessionStore(ForkOps):
     # --- sessions ---------------------------------------------------------------------------
     def create_session(self, session_id: str | None = None, title: str = "", **extra: Any) -> str:
         """Create a session (idempotent: an existing one is left as it is)."""
-        sid = session_id or new_id()
+        sid = new_id() if session_id is None else session_id
         sdir = self._dir(sid)
         if not isinstance(title, str):
             raise InvalidInput(f"invalid title for session {sid}: expected a string")
@@ -271,6 +271,16 @@ class SessionStore(ForkOps):
             if created:
                 self._maybe_commit(op, node, commit)
             return node.id
+
+    def branch_view(self, sid: str, head: str | None = None) -> dict:
+        """One consistent read for ``session show``: the session head, the tip walked from
+        and the branch's message dicts."""
+        if head is not None:
+            check_name(head, "node id")
+        with self._reading(sid) as idx:
+            tip = head if head is not None else idx.head
+            msgs = [] if tip is None else [n.to_message(sid) for n in walks.branch(idx, sid, tip)]
+            return {"session_id": sid, "head_id": idx.head, "tip": tip, "messages": msgs}
 
     def append_after(self, sid: str, after: str, msg: dict, *, commit: bool | None = None) -> str:
         """Append ``msg`` as a child of ``after`` and make it the head (a fork)."""
