@@ -39,7 +39,8 @@ class SessionIndex:
         self.hist = sdir / "history"
         self.meta_path = sdir / "meta.json"
         self.files: dict[str, tuple[StatKey, Node]] = {}
-        self._racy: set[str] = set()
+        # files whose fingerprint may hide a same-tick rewrite -> the bytes we last parsed
+        self._racy: dict[str, bytes] = {}
         self.nodes: dict[str, Node] = {}
         self.file_of: dict[str, str] = {}
         self.meta: dict = {}
@@ -90,7 +91,7 @@ class SessionIndex:
         self.scans += 1
         seen: set[str] = set()
         changed = False
-        racy: set[str] = set()
+        racy: dict[str, bytes] = {}
         if present:
             try:
                 it = os.scandir(self.hist)
@@ -110,8 +111,7 @@ class SessionIndex:
                             continue  # never follow a symlink out of history/
                         key = (st.st_ino, st.st_mtime_ns, st.st_size)
                         seen.add(name)
-                        if st.st_mtime_ns >= now - RACY_NS:
-                            racy.add(name)
+                        is_racy = st.st_mtime_ns >= now - RACY_NS
                         old = self.files.get(name)
                         if old is not None and old[0] == key and name not in self._racy:
                             continue
@@ -121,6 +121,10 @@ class SessionIndex:
                         except FileNotFoundError:
                             seen.discard(name)
                             continue
+                        if is_racy:
+                            racy[name] = data
+                        if old is not None and old[0] == key and self._racy.get(name) == data:
+                            continue  # racily clean, but the bytes prove it unchanged
                         node = parse_node(data, self.hist / name)
                         self.parses += 1
                         if old is None or old[1].to_json() != node.to_json():
@@ -227,11 +231,11 @@ class SessionIndex:
 
     def _drop(self, name: str) -> None:
         _, node = self.files.pop(name)
-        self._racy.discard(name)
+        self._racy.pop(name, None)
         self._forget_id(node.id, name)
         self.max_seq = max((n.seq for _, n in self.files.values()), default=-1)
 
-    def record_own_write(self, name: str, node: Node) -> None:
+    def record_own_write(self, name: str, node: Node, data: bytes) -> None:
         """Adopt a file this process just wrote (under the session lock).
 
         Only that file's fingerprint is recorded; the directory fingerprint is left alone,
@@ -243,7 +247,7 @@ class SessionIndex:
         except FileNotFoundError:
             return
         self._put(name, key, node)
-        self._racy.add(name)
+        self._racy[name] = data
 
     def record_own_meta(self, meta: dict) -> None:
         """Adopt meta.json as this process just wrote it (the fingerprint stays racy)."""

@@ -313,8 +313,9 @@ class SessionStore(ForkOps):
         node.seq = idx.max_seq + 1
         idx.hist.mkdir(parents=True, exist_ok=True)
         name = node.filename()
-        atomic_write_bytes(idx.hist / name, node.dumps())
-        idx.record_own_write(name, node)
+        data = node.dumps()
+        atomic_write_bytes(idx.hist / name, data)
+        idx.record_own_write(name, node, data)
         meta = self._meta_for_write(idx)
         prev = meta.get("updated_at")
         now = time.time()
@@ -445,7 +446,7 @@ class SessionStore(ForkOps):
         raw["metadata"] = md
         out = json.dumps(raw, ensure_ascii=False).encode("utf-8")
         atomic_write_bytes(path, out)
-        idx.record_own_write(name, parse_node(out, path))
+        idx.record_own_write(name, parse_node(out, path), out)
 
     # --- git ----------------------------------------------------------------------------------
     def commit_turn(self, sid: str, message: str) -> str | None:
