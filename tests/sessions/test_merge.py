@@ -102,3 +102,32 @@ def test_a_merge_does_not_hide_a_foreign_append_from_the_merging_store(home, cha
     b.append_message("s1", {"id": "u2", "role": "user", "content": "from b"})
     a.merge_node_metadata_batch("s1", {"u1": {MARK: "w"}})
     assert [m["id"] for m in a.get_branch("s1")] == ["u1", "a1", "u2"]
+
+
+def test_a_same_tick_same_size_rewrite_is_still_seen(home, chat):
+    # A rewrite that leaves every fingerprint equal (in-place, same size, mtimes restored)
+    # is exactly what a coarse clock can produce; a recent mtime is never trusted.
+    store = SessionStore.from_home(home, git=False)
+    chat(store, "s1", "u1", "a1")
+    store.merge_node_metadata_batch("s1", {"u1": {MARK: "w-aaaa"}})
+    hist = store.root / "s1" / "history"
+    path = hist / "00000000-u-u1.json"
+    future = os.stat(path).st_mtime_ns + 10**12  # "now" for a clock we cannot see past
+    for p in (path, hist):
+        os.utime(p, ns=(future, future))
+    holder = SessionStore.from_home(home, git=False)
+    assert holder.get_node("s1", "u1").metadata[MARK] == "w-aaaa"
+    ino = os.stat(path).st_ino
+    path.write_bytes(path.read_bytes().replace(b"w-aaaa", b"w-bbbb"))  # same inode, same size
+    for p in (path, hist):
+        os.utime(p, ns=(future, future))
+    assert os.stat(path).st_ino == ino
+    assert holder.get_node("s1", "u1").metadata[MARK] == "w-bbbb"
+
+
+def test_get_meta_returns_a_copy(store, chat):
+    chat(store, "s1", "u1")
+    meta = store.get_meta("s1")
+    meta["head_id"] = "changed"
+    meta["branches"]["x"] = 1
+    assert store.get_meta("s1")["head_id"] == "u1" and store.get_meta("s1")["branches"] == {}

@@ -297,7 +297,12 @@ class SessionStore(ForkOps):
             return node.id
 
     def _append_locked(self, op: _Op, node: Node, *, advance: bool = True) -> bool:
-        """Validate and write ``node`` (lock held, index fresh); False if the id exists."""
+        """Validate and write ``node`` (lock held, index fresh); False if the id exists.
+
+        Head advance is the chain-extension rule: a chain-level node (caller ``""`` or
+        ``"ROOT"``; summaries and the root excepted) whose predecessor is the head, or any
+        chain-level node when there is no head. Forks move the head explicitly.
+        """
         idx, sid = op.idx, op.sid
         if node.id in idx.nodes:
             return False
