@@ -138,3 +138,40 @@ def test_a_process_holding_the_session_sees_a_foreign_mark_on_its_next_read(home
     assert parent.recv() == ["w-1", "w-1", None, None]
     p.join(10)
     assert p.exitcode == 0
+
+
+def _merge_forever(root: str, ids: list[str], ready) -> None:
+    store = SessionStore(Path(root), git=False)
+    r = 0
+    while True:
+        store.merge_node_metadata_batch("s1", {nid: {"round": r, "pad": "x" * (r % 97)}
+                                               for nid in ids})
+        r += 1
+        if r == 3:
+            ready.set()
+
+
+def test_a_merge_killed_midway_leaves_every_node_whole_and_the_lock_free(home, chat):
+    import os
+    import signal
+    import time
+
+    store = SessionStore.from_home(home, git=False)
+    ids = chat(store, "s1", *[f"n{i}" for i in range(40)])
+    for delay in (0.0, 0.013, 0.031):
+        ready = CTX.Event()
+        p = CTX.Process(target=_merge_forever, args=(str(store.root), ids, ready))
+        p.start()
+        assert ready.wait(30)
+        time.sleep(delay)  # land the kill at a different point of a batch
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(10)
+        fresh = SessionStore(store.root, git=False)
+        nodes = fresh.get_nodes("s1")  # every file parses: no torn node
+        assert [n.id for n in nodes] == ids
+        for n in nodes:
+            assert n.output == f"text of {n.id}" and isinstance(n.metadata["round"], int)
+            assert n.metadata["pad"] == "x" * (n.metadata["round"] % 97)
+        # the dead process's flock died with it: a new write goes through at once
+        fresh.merge_node_metadata_batch("s1", {"n0": {"after": True}})
+        assert fresh.get_node("s1", "n0").metadata["after"] is True
