@@ -1,0 +1,715 @@
+"""The topic format: memory as Markdown paragraphs that cite archived evidence.
+
+A topic file (``topics/**.md``) holds headings, *blocks*, footnote definitions, HTML comment /
+anchor lines and fenced code. A block is one paragraph whose claims each end in a citation group
+(``[^e-…]``) and whose last line ends with its stable id (`` ^f888f60e``, earlier ``^ids`` in the
+run are aliases kept after merges). A definition is one line::
+
+    [^e-1175dea39c]: Time: `2026-08-01`; Sources: [budget](../../sources/openprogram/_v2/s.md#source-…)
+
+This module is pure (no filesystem, no archive): it parses strictly (every rule of the memory
+reference §2.4 is an error naming ``path:line``), renders canonically, and normalises a writer's
+staged edits (writers never write ids; the runtime gives them). Source resolution is passed in as
+callbacks so the format can be tested on its own.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Union
+from urllib.parse import unquote
+
+from ..errors import InvalidInput
+
+__all__ = [
+    "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "TopicDoc",
+    "parse_topic", "parse_topic_bytes", "render_topic", "render_block", "render_evidence",
+    "normalize_topic", "validate_tree", "repoint_block_links", "is_local_label", "valid_when",
+    "BLOCK_ID_RE", "FOOTNOTE_ID_RE",
+]
+
+BLOCK_ID_RE = re.compile(r"[A-Za-z0-9-]+")
+FOOTNOTE_ID_RE = re.compile(r"[A-Za-z0-9_-]+")
+# Labels a writer uses for evidence it adds; the runtime replaces them with ``e-<10 hex>``.
+_LOCAL_LABEL_RE = re.compile(r"e\d+|new-evidence-[A-Za-z0-9_-]*|\d+")
+
+_CITATION_RE = re.compile(r"\[\^([^\[\]\n]*)\]")
+_HEADING_RE = re.compile(r"(#{1,6})(?:\s+(.*))?")
+_DEF_START_RE = re.compile(r"\[\^[^\]\n]*\]:")
+_DEF_RE = re.compile(
+    r"\[\^(?P<fid>[^\]\n]*)\]:\s*Time:\s*(?P<when>`[^`]*`|[^;`]*?)\s*;\s*Sources:\s*(?P<src>.*)")
+_LEGACY_DEF_RE = re.compile(
+    r"\[\^(?P<fid>[^\]\n]*)\]:\s*(?P<when>`[^`]*`|[^\s·]+)\s*·\s*Sources:\s*(?P<src>.*)")
+_SOURCE_RE = re.compile(r"\[(.*?)\]\((.*?)\)(?=\s*,\s*\[|\s*$)")
+_SOURCE_SEP_RE = re.compile(r"\s*,\s*")
+_WHEN_RE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?")
+_LINK_RE = re.compile(r"\[([^\[\]\n]*)\]\(([^()\s]*)\)")
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_WS_BEFORE_CITATION_RE = re.compile(r"\s+(?=\[\^)")
+
+
+class TopicFormatError(InvalidInput):
+    """A topic file breaks the format; the message is ``path:line: what``."""
+
+    code = "INVALID_TOPIC_FORMAT"
+
+    def __init__(self, path: str, line: int, what: str):
+        super().__init__(f"{path}:{line}: {what}")
+        self.path = path
+        self.line = line
+        self.what = what
+
+
+@dataclass
+class SourceLink:
+    """One ``[label](target)`` of a definition; target is a link into sources/ or a handle."""
+
+    label: str
+    target: str
+
+
+@dataclass
+class Evidence:
+    """A footnote definition: when the cited thing was observed, and where it is archived."""
+
+    fid: str
+    when: str
+    sources: list[SourceLink]
+    line: int = 0
+
+
+@dataclass
+class Claim:
+    """The text since the previous citation group, with the footnotes that back it."""
+
+    text: str
+    citations: list[str]
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+    line: int = 0
+
+
+@dataclass
+class Raw:
+    """Lines kept verbatim: HTML comments, ``<a`` lines, fenced code (and, when parsing
+    leniently, lines that are broken)."""
+
+    lines: list[str]
+    line: int = 0
+
+
+@dataclass
+class Block:
+    """One paragraph of memory. ``id`` is its identity ("" only for legacy ``mem_`` blocks),
+    ``aliases`` are ids it absorbed in merges and must keep answering to."""
+
+    id: str
+    aliases: list[str]
+    claims: list[Claim]
+    headings: list[str]
+    line: int
+    text: str
+    links: list[tuple[str, str]] = field(default_factory=list)  # (topic path, block id)
+
+    @property
+    def citations(self) -> list[str]:
+        """Every footnote id cited, in order (a footnote cited twice appears twice)."""
+        return [fid for claim in self.claims for fid in claim.citations]
+
+    @property
+    def ids(self) -> list[str]:
+        return [*self.aliases, self.id] if self.id else list(self.aliases)
+
+    @property
+    def legacy(self) -> bool:
+        cites = self.citations
+        return bool(cites) and all(fid.startswith("mem_") for fid in cites)
+
+
+Item = Union[Heading, Block, Evidence, Raw]
+
+
+@dataclass
+class TopicDoc:
+    """One parsed topic file. ``items`` keeps file order for rendering; ``problems`` lists
+    every rule broken (a strict parse raises the first instead)."""
+
+    path: str
+    blocks: list[Block]
+    evidence: dict[str, Evidence]
+    items: list[Item] = field(default_factory=list)
+    problems: list[TopicFormatError] = field(default_factory=list)
+
+    def block(self, block_id: str) -> Block | None:
+        for block in self.blocks:
+            if block_id in block.ids:
+                return block
+        return None
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+
+def is_local_label(fid: str) -> bool:
+    """True for a writer's provisional evidence label (``e1``, ``new-evidence-x``, ``1``)."""
+    return _LOCAL_LABEL_RE.fullmatch(fid) is not None
+
+
+def valid_when(when: str) -> bool:
+    """``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` naming a real date, or ``undated``."""
+    if when == "undated":
+        return True
+    m = _WHEN_RE.fullmatch(when)
+    if not m:
+        return False
+    try:
+        _dt.date(int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
+    except ValueError:
+        return False
+    return True
+
+
+def _classify(stripped: str) -> str:
+    if not stripped:
+        return "blank"
+    if stripped.startswith("```") or stripped.startswith("~~~"):
+        return "fence"
+    if stripped.startswith("#") and _HEADING_RE.fullmatch(stripped):
+        return "heading"
+    if stripped.startswith("[^") and _DEF_START_RE.match(stripped):
+        return "def"
+    if stripped.startswith("<!--") or stripped.startswith("<a "):
+        return "comment"
+    return "text"
+
+
+def _split_ids(body: str) -> tuple[str, list[str]]:
+    """Split the trailing `` ^a ^b`` run off a paragraph body."""
+    rest = body.rstrip()
+    ids: list[str] = []
+    while True:
+        m = re.search(r"\^([^\s\[\]\^]*)$", rest)
+        if not m:
+            break
+        before = rest[: m.start()]
+        if before and not (before[-1].isspace() or before[-1] == "]"):
+            break  # "x^2": part of the text, not an id
+        ids.insert(0, m.group(1))
+        rest = before.rstrip()
+    return rest, ids
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _link_target(doc_path: str, target: str) -> tuple[bool, str, str] | None:
+    """Classify a Markdown link target. None: not a link to a topic. Else (is_block_link,
+    topic path, fragment)."""
+    if not target or _SCHEME_RE.match(target) or target.startswith("/"):
+        return None
+    path_part, _, fragment = target.partition("#")
+    if not path_part:
+        if fragment.startswith("^"):
+            return True, doc_path, fragment
+        return None  # a heading anchor in this file
+    if not path_part.lower().endswith(".md"):
+        return None
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(doc_path), unquote(path_part)))
+    if resolved == ".." or resolved.startswith("../") or resolved.startswith("sources/"):
+        return None
+    return fragment.startswith("^"), resolved, fragment
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+
+class _Parser:
+    def __init__(self, path: str):
+        self.path = path
+        self.problems: list[TopicFormatError] = []
+        self.broken_fids: set[str] = set()  # footnotes whose definition line is malformed
+
+    def problem(self, line: int, what: str) -> None:
+        self.problems.append(TopicFormatError(self.path, line, what))
+
+    def definition(self, stripped: str, line: int) -> Evidence | None:
+        m = _DEF_RE.fullmatch(stripped) or _LEGACY_DEF_RE.fullmatch(stripped)
+        start = _DEF_START_RE.match(stripped)
+        if start:
+            self.broken_fids.add(start.group(0)[2:-2])  # removed again once parsed
+        if not m:
+            self.problem(line, "malformed footnote definition (expected "
+                               "'[^id]: Time: `YYYY-MM-DD`; Sources: [label](target)')")
+            return None
+        fid = m.group("fid")
+        when = m.group("when").strip("`").strip()
+        sources = self.sources(m.group("src"), line)
+        if sources is None:
+            return None
+        self.broken_fids.discard(fid)
+        if not FOOTNOTE_ID_RE.fullmatch(fid):
+            self.problem(line, f"invalid footnote id [^{fid}] (allowed: letters, digits, _ and -)")
+        if not valid_when(when):
+            self.problem(line, f"invalid time {when!r} in [^{fid}] (expected YYYY, YYYY-MM, "
+                               "YYYY-MM-DD naming a real date, or undated)")
+        return Evidence(fid=fid, when=when, sources=sources, line=line)
+
+    def sources(self, text: str, line: int) -> list[SourceLink] | None:
+        out: list[SourceLink] = []
+        pos = 0
+        text = text.rstrip()
+        while True:
+            m = _SOURCE_RE.match(text, pos)
+            if not m:
+                self.problem(line, "malformed Sources list (expected "
+                                   "'[label](target)' separated by ', ')")
+                return None
+            label, target = m.group(1).strip(), m.group(2).strip()
+            if not label:
+                self.problem(line, "empty source label")
+            if not target:
+                self.problem(line, f"empty source target for [{label}]")
+            out.append(SourceLink(label, target))
+            pos = m.end()
+            if pos >= len(text):
+                return out
+            sep = _SOURCE_SEP_RE.match(text, pos)
+            pos = sep.end() if sep else pos
+
+    def block(self, lines: list[str], line: int, headings: list[str]) -> Block:
+        body = "\n".join(part.strip() for part in lines)
+        body = _WS_BEFORE_CITATION_RE.sub("", body)
+        text, ids = _split_ids(body)
+        good_ids: list[str] = []
+        for token in ids:
+            if not BLOCK_ID_RE.fullmatch(token):
+                self.problem(line, f"invalid block id '^{token}' (allowed: letters, digits and -)")
+            elif token in good_ids:
+                self.problem(line, f"block id ^{token} repeated in one paragraph")
+            else:
+                good_ids.append(token)
+        claims: list[Claim] = []
+        pos = 0
+        last_end = -1
+        for m in _CITATION_RE.finditer(text):
+            fid = m.group(1)
+            segment = text[pos:m.start()]
+            if not FOOTNOTE_ID_RE.fullmatch(fid):
+                self.problem(line, f"invalid citation [^{fid}] (allowed: letters, digits, _ and -)")
+            if "[^" in segment:
+                self.problem(line, "malformed citation (a '[^' that is not '[^id]')")
+            if m.start() == last_end and claims:
+                claims[-1].citations.append(fid)
+            elif not segment.strip():
+                self.problem(line, f"citation [^{fid}] has no claim text before it")
+                claims.append(Claim("", [fid]))
+            else:
+                claims.append(Claim(_collapse(segment), [fid]))
+            pos = last_end = m.end()
+        tail = text[pos:]
+        if "[^" in tail:
+            self.problem(line, "malformed citation (a '[^' that is not '[^id]')")
+        if tail.strip():
+            if claims:
+                self.problem(line, "text after the last citation (every claim must end with "
+                                   "its citation)")
+            claims.append(Claim(_collapse(tail), []))
+        block = Block(id=good_ids[-1] if good_ids else "", aliases=good_ids[:-1], claims=claims,
+                      headings=list(headings), line=line, text=text)
+        if not block.citations:
+            self.problem(line, "paragraph without a citation (every paragraph must cite its "
+                               "evidence)")
+        if not good_ids and not block.legacy:
+            self.problem(line, "memory block ID required (paragraph does not end with ^id)")
+        for m in _LINK_RE.finditer(text):
+            kind = _link_target(self.path, m.group(2))
+            if kind is None:
+                continue
+            is_block, target_path, fragment = kind
+            block_id = fragment[1:]
+            if not is_block:
+                self.problem(line, f"link to topic {m.group(2)!r} must name a block (#^id)")
+            elif not BLOCK_ID_RE.fullmatch(block_id):
+                self.problem(line, f"link {m.group(2)!r} names an invalid block id")
+            else:
+                block.links.append((target_path, block_id))
+        return block
+
+    def parse(self, text: str) -> TopicDoc:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        items: list[Item] = []
+        stack: list[tuple[int, str]] = []
+        para: list[str] = []
+        para_line = 0
+
+        def flush() -> None:
+            nonlocal para
+            if para:
+                items.append(self.block(para, para_line, [t for _, t in stack]))
+                para = []
+
+        i = 0
+        n = len(lines)
+        while i < n:
+            raw = lines[i]
+            stripped = raw.strip()
+            kind = _classify(stripped)
+            lineno = i + 1
+            if kind == "text":
+                if not para:
+                    para_line = lineno
+                para.append(raw)
+                i += 1
+                continue
+            flush()
+            if kind == "blank":
+                i += 1
+            elif kind == "heading":
+                m = _HEADING_RE.fullmatch(stripped)
+                assert m is not None
+                level, title = len(m.group(1)), (m.group(2) or "").strip()
+                while stack and stack[-1][0] >= level:
+                    stack.pop()
+                stack.append((level, title))
+                items.append(Heading(level, title, lineno))
+                i += 1
+            elif kind == "def":
+                evidence = self.definition(stripped, lineno)
+                items.append(evidence if evidence is not None else Raw([raw], lineno))
+                i += 1
+            elif kind == "comment":
+                j = i
+                if "-->" not in stripped[4:] and stripped.startswith("<!--"):
+                    while j + 1 < n and "-->" not in lines[j + 1]:
+                        j += 1
+                    j = min(j + 1, n - 1)
+                items.append(Raw(lines[i:j + 1], lineno))
+                i = j + 1
+            else:  # fence
+                marker = stripped[:3]
+                j = i + 1
+                while j < n and not lines[j].strip().startswith(marker):
+                    j += 1
+                items.append(Raw(lines[i:min(j, n - 1) + 1], lineno))
+                i = j + 1
+        flush()
+        return self.finish(items)
+
+    def finish(self, items: list[Item]) -> TopicDoc:
+        blocks = [item for item in items if isinstance(item, Block)]
+        evidence: dict[str, Evidence] = {}
+        for item in items:
+            if isinstance(item, Evidence):
+                if item.fid in evidence:
+                    self.problem(item.line, f"duplicate footnote definition [^{item.fid}] "
+                                            f"(first at line {evidence[item.fid].line})")
+                else:
+                    evidence[item.fid] = item
+        seen_ids: dict[str, int] = {}
+        cited: set[str] = set()
+        for block in blocks:
+            for block_id in block.ids:
+                if block_id in seen_ids:
+                    self.problem(block.line, f"duplicate block id ^{block_id} (also at line "
+                                             f"{seen_ids[block_id]})")
+                else:
+                    seen_ids[block_id] = block.line
+            for fid in block.citations:
+                cited.add(fid)
+                if fid not in evidence and FOOTNOTE_ID_RE.fullmatch(fid) \
+                        and fid not in self.broken_fids:
+                    self.problem(block.line, f"citation [^{fid}] has no definition in this file")
+        for fid, item in evidence.items():
+            if fid not in cited:
+                self.problem(item.line, f"unused footnote definition [^{fid}]")
+        problems = sorted(self.problems, key=lambda p: p.line)  # stable: first found first
+        return TopicDoc(path=self.path, blocks=blocks, evidence=evidence, items=items,
+                        problems=problems)
+
+
+def parse_topic(text: str, path: str, *, strict: bool = True) -> TopicDoc:
+    """Parse one topic file. ``path`` is workspace-relative (``topics/projects/x.md``): it names
+    the file in errors and anchors relative links.
+
+    Strict: the first broken rule raises :class:`TopicFormatError` (``path:line: what``).
+    Lenient: never raises; every broken rule is listed in ``doc.problems``.
+    """
+    doc = _Parser(path).parse(text)
+    if strict and doc.problems:
+        raise doc.problems[0]
+    return doc
+
+
+def parse_topic_bytes(data: bytes, path: str, *, strict: bool = True) -> TopicDoc:
+    """Parse a topic file's bytes: not-UTF-8 is a format error naming the line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if strict:
+            line = data[: exc.start].count(b"\n") + 1
+            raise TopicFormatError(path, line, "not valid UTF-8") from None
+        text = data.decode("utf-8", errors="replace")
+    return parse_topic(text, path, strict=strict)
+
+
+# -- rendering -------------------------------------------------------------------------------
+
+
+def render_evidence(evidence: Evidence) -> str:
+    sources = ", ".join(f"[{s.label}]({s.target})" for s in evidence.sources)
+    return f"[^{evidence.fid}]: Time: `{evidence.when}`; Sources: {sources}"
+
+
+def render_block(block: Block) -> str:
+    parts = [block.text] if block.text else []
+    parts += [f"^{i}" for i in block.ids]
+    return " ".join(parts)
+
+
+def render_topic(doc: TopicDoc) -> str:
+    """Canonical text: one blank line between items, a paragraph's definitions grouped on
+    consecutive lines, definitions in the canonical ``Time: `…`; Sources:`` form, no
+    whitespace before ``[^``, one space before each ``^id``, one final newline."""
+    groups: list[str] = []
+    previous_was_def = False
+    for item in doc.items:
+        if isinstance(item, Evidence):
+            line = render_evidence(item)
+            if previous_was_def:
+                groups[-1] += "\n" + line
+            else:
+                groups.append(line)
+            previous_was_def = True
+            continue
+        if isinstance(item, Heading):
+            rendered = "#" * item.level + (f" {item.text}" if item.text else "")
+        elif isinstance(item, Block):
+            rendered = render_block(item)
+        else:
+            rendered = "\n".join(item.lines)
+        if rendered:  # a lenient parse of a bare "^" leaves an empty block behind
+            groups.append(rendered)
+            previous_was_def = False
+    return "\n\n".join(groups) + "\n" if groups else ""
+
+
+# -- normalisation ---------------------------------------------------------------------------
+
+Resolve = Callable[[str, str], "str | None"]
+LinkFor = Callable[[str, str], "str | None"]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def normalize_topic(text: str, path: str, *, committed_ids: Iterable[str], resolve: Resolve,
+                    link_for: LinkFor, taken_ids: set[str] | None = None) -> str:
+    """Apply the runtime's normalisation to a writer's staged topic file (reference §2.4).
+
+    1. local evidence labels (``[^e1]``) get ``e-`` + 10 hex ids derived from what they cite;
+    2. an orphan local citation is bound to the unclaimed definitions after its paragraph;
+    3. trailing ``^ids`` that are not committed are stripped (writers invent them);
+    4. each evidence-bearing paragraph without an id gets 8 hex derived from its content;
+    5. definitions re-rendered canonically (handles become relative links via ``link_for``);
+    6. definitions nothing cites and record-free sections are pruned.
+
+    Returns the canonical text, or "" when the file holds no block (delete it). The result
+    is not validated: strict-parse it. Normalising the output again changes nothing.
+    ``taken_ids`` (optional) are ids other files of the same transaction already use; new ids
+    avoid them and are added to the set.
+    """
+    committed = set(committed_ids)
+    doc = parse_topic(text, path, strict=False)
+    items = doc.items
+    blocks = [(i, item) for i, item in enumerate(items) if isinstance(item, Block)]
+    defs = [(i, item) for i, item in enumerate(items) if isinstance(item, Evidence)]
+
+    resolved: dict[int, list[str]] = {}  # id(evidence) -> resolved targets
+    for _, ev in defs:
+        resolved[id(ev)] = [resolve(path, s.target) or s.target for s in ev.sources]
+
+    # 1-2: bind local citations to definition items.
+    binding: dict[tuple[int, str], Evidence] = {}
+    claimed: set[int] = set()
+    orphans: dict[int, list[str]] = {}
+    for bi, (pos, block) in enumerate(blocks):
+        for fid in dict.fromkeys(block.citations):
+            if not is_local_label(fid):
+                continue
+            same = [(dpos, ev) for dpos, ev in defs if ev.fid == fid]
+            after = [ev for dpos, ev in same if dpos > pos]
+            before = [ev for dpos, ev in same if dpos < pos]
+            chosen = after[0] if after else (before[-1] if before else None)
+            if chosen is None:
+                orphans.setdefault(bi, []).append(fid)
+            else:
+                binding[(bi, fid)] = chosen
+                claimed.add(id(chosen))
+    for bi, labels in orphans.items():
+        pos = blocks[bi][0]
+        nxt = blocks[bi + 1][0] if bi + 1 < len(blocks) else len(items)
+        free = [ev for dpos, ev in defs
+                if pos < dpos < nxt and id(ev) not in claimed and is_local_label(ev.fid)]
+        for fid, ev in zip(labels, free):
+            binding[(bi, fid)] = ev
+            claimed.add(id(ev))
+
+    used_fids = {ev.fid for _, ev in defs if not is_local_label(ev.fid)}
+    new_fid: dict[int, str] = {}
+    for _, ev in defs:
+        if not is_local_label(ev.fid) or id(ev) not in claimed:
+            continue
+        k = 0
+        while True:
+            fid = "e-" + _sha(f"evidence|{ev.when}|{'|'.join(resolved[id(ev)])}|{k}")[:10]
+            if fid not in used_fids:
+                break
+            k += 1
+        used_fids.add(fid)
+        new_fid[id(ev)] = fid
+
+    by_fid: dict[str, Evidence] = {}
+    for _, ev in defs:
+        by_fid.setdefault(ev.fid, ev)
+
+    def evidence_key(bi: int, fid: str) -> str:
+        ev = binding.get((bi, fid)) or (None if is_local_label(fid) else by_fid.get(fid))
+        if ev is None:
+            return fid
+        return f"{ev.when}|{'|'.join(resolved[id(ev)])}"
+
+    # 3-4: ids.
+    taken = set(committed) | (taken_ids if taken_ids is not None else set())
+    for _, block in blocks:
+        kept = [i for i in block.ids if i in committed]
+        block.aliases, block.id = kept[:-1], (kept[-1] if kept else "")
+        taken.update(kept)
+    for bi, (_, block) in enumerate(blocks):
+        stable = _CITATION_RE.sub(lambda m: "[^" + evidence_key(bi, m.group(1)) + "]", block.text)
+        if not block.id and block.citations and not block.legacy:
+            k = 0
+            while True:
+                bid = _sha(f"block|{path}|{_collapse(stable)}|{k}")[:8]
+                if bid not in taken:
+                    break
+                k += 1
+            taken.add(bid)
+            if taken_ids is not None:
+                taken_ids.add(bid)
+            block.id = bid
+
+        def relabel(m: re.Match[str], bi: int = bi) -> str:
+            ev = binding.get((bi, m.group(1)))
+            if ev is not None and id(ev) in new_fid:
+                return f"[^{new_fid[id(ev)]}]"
+            return m.group(0)
+
+        block.text = _CITATION_RE.sub(relabel, block.text)
+
+    # 5: canonical definitions.
+    for _, ev in defs:
+        if id(ev) in new_fid:
+            ev.fid = new_fid[id(ev)]
+        for source in ev.sources:
+            source_id = resolve(path, source.target)
+            if source_id is not None:
+                link = link_for(path, source_id)
+                if link:
+                    source.target = link
+
+    # 6: prune definitions nobody cites, then sections without blocks.
+    cited = {m.group(1) for _, b in blocks for m in _CITATION_RE.finditer(b.text)}
+    kept_items: list[Item] = []
+    for item in items:
+        if isinstance(item, Evidence) and item.fid not in cited \
+                and FOOTNOTE_ID_RE.fullmatch(item.fid):
+            continue  # evidence of a deleted paragraph, or a label nothing claimed
+        if isinstance(item, Block) and not render_block(item):
+            continue  # nothing left of it (a bare invented "^id")
+        kept_items.append(item)
+    kept_items = _prune_sections(kept_items)
+    if not any(isinstance(item, Block) for item in kept_items):
+        return ""
+    return render_topic(TopicDoc(path=path, blocks=[], evidence={}, items=kept_items))
+
+
+def _prune_sections(items: list[Item]) -> list[Item]:
+    """Drop every heading whose section (up to the next heading of the same or a higher
+    level) holds no block, together with that section's contents except definitions."""
+    out: list[Item] = []
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if isinstance(item, Heading):
+            j = i + 1
+            while j < len(items) and not (isinstance(items[j], Heading)
+                                          and items[j].level <= item.level):  # type: ignore[union-attr]
+                j += 1
+            if not any(isinstance(x, Block) for x in items[i + 1:j]):
+                # keep definitions: a block elsewhere in the file may cite them
+                out.extend(x for x in items[i + 1:j] if isinstance(x, Evidence))
+                i = j
+                continue
+        out.append(item)
+        i += 1
+    return out
+
+
+# -- cross-file rules ------------------------------------------------------------------------
+
+
+def validate_tree(docs: Iterable[TopicDoc]) -> None:
+    """Rules that span files: every block id and alias is unique across the tree, and every
+    block link ``[text](rel.md#^id)`` names an id that exists. Raises TopicFormatError."""
+    docs = list(docs)
+    where: dict[str, tuple[str, int]] = {}
+    for doc in docs:
+        for block in doc.blocks:
+            for block_id in block.ids:
+                if block_id in where and where[block_id][0] != doc.path:
+                    other_path, other_line = where[block_id]
+                    raise TopicFormatError(doc.path, block.line,
+                                           f"duplicate block id ^{block_id} (also "
+                                           f"{other_path}:{other_line})")
+                where.setdefault(block_id, (doc.path, block.line))
+    for doc in docs:
+        for block in doc.blocks:
+            for _, block_id in block.links:
+                if block_id not in where:
+                    raise TopicFormatError(doc.path, block.line,
+                                           f"dangling block link ^{block_id} (no block has "
+                                           "this id)")
+
+
+def repoint_block_links(text: str, path: str, where: dict[str, str]) -> str:
+    """Re-point ``[t](rel.md#^id)`` links whose block moved to another file. ``where`` maps
+    block id (and alias) -> the topic path that holds it now. Other text is untouched."""
+
+    def fix(m: re.Match[str]) -> str:
+        kind = _link_target(path, m.group(2))
+        if kind is None or not kind[0]:
+            return m.group(0)
+        _, target_path, fragment = kind
+        holder = where.get(fragment[1:])
+        if holder is None or holder == target_path:
+            return m.group(0)
+        if holder == path:
+            rel = ""
+        else:
+            rel = posixpath.relpath(holder, posixpath.dirname(path) or ".")
+        return f"[{m.group(1)}]({rel}#{fragment})"
+
+    return _LINK_RE.sub(fix, text)
