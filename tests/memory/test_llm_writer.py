@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openai_stub import ScriptedServer, delay, error, final, raw_tool_call, reply, tool_call
+from openai_stub import (ScriptedServer, Step, delay, error, final, raw_tool_call, reply,
+                         tool_call)
 from scriptorium.config import load_settings
 from scriptorium.errors import ScriptoriumError
 from scriptorium.memory.records import records
@@ -476,6 +477,14 @@ def test_a_timeout_does_not_wait_for_the_slow_answer(stage):
             run(server, stage, timeout_seconds=0.3)
         assert server.remaining == 0
     assert info.value.code == "MODEL_TIMEOUT"
+
+
+@pytest.mark.parametrize("body", [{}, {"choices": "not a list"}, {"choices": [{"index": 0}]}])
+def test_a_response_that_is_not_a_chat_completion_is_a_classified_failure(stage, body):
+    with ScriptedServer([Step(200, body)]) as server:
+        with pytest.raises(ScriptoriumError) as info:
+            run(server, stage)
+    assert info.value.code == "MODEL_FAILURE_UNKNOWN" and info.value.retryable is True
 
 
 def test_a_blank_key_counts_as_missing(stage):

@@ -120,8 +120,42 @@ def _usage(response: Any, stats: RunStats) -> None:
     usage = getattr(response, "usage", None)
     if usage is None:
         return
-    stats.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-    stats.output_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+    for attr, target in (("prompt_tokens", "input_tokens"), ("completion_tokens",
+                                                            "output_tokens")):
+        value = getattr(usage, attr, 0)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            setattr(stats, target, getattr(stats, target) + value)
+
+
+def _read_message(response: Any) -> tuple[str, list[tuple[str, str, Any]]]:
+    """(text, [(call id, tool name, raw arguments)]) of the first choice; a response that
+    does not have that shape is a classified failure, not an AttributeError."""
+    try:
+        choices = response.choices
+        if not choices:
+            raise ModelError("the model endpoint returned no choices",
+                             code="MODEL_FAILURE_UNKNOWN", retryable=True)
+        message = choices[0].message
+        content = message.content if isinstance(message.content, str) else ""
+        calls = []
+        for index, call in enumerate(message.tool_calls or []):
+            cid = call.id if isinstance(call.id, str) and call.id else f"call_{index}"
+            name = call.function.name if isinstance(call.function.name, str) else ""
+            calls.append((cid, name, call.function.arguments))
+    except (AttributeError, TypeError, IndexError, KeyError):
+        raise ModelError("the model endpoint sent a response that is not a chat completion",
+                         code="MODEL_FAILURE_UNKNOWN", retryable=True) from None
+    return content, calls
+
+
+def _echo_arguments(raw: Any) -> str:
+    """The arguments string sent back in the conversation (always a string)."""
+    if isinstance(raw, str):
+        return raw or "{}"
+    try:
+        return json.dumps(raw if raw is not None else {})
+    except (TypeError, ValueError):
+        return "{}"
 
 
 def _parse_arguments(raw: Any) -> tuple[Any, str | None]:
@@ -232,33 +266,27 @@ class LLMWriter:
             response = client.chat.completions.create(
                 model=self.model, messages=messages, tools=TOOL_SCHEMAS)
             _usage(response, stats)
-            choices = getattr(response, "choices", None) or []
-            if not choices:
-                raise ModelError("the model endpoint returned no choices",
-                                 code="MODEL_FAILURE_UNKNOWN", retryable=True)
-            message = choices[0].message
-            calls = list(message.tool_calls or [])
-            entry: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
+            content, calls = _read_message(response)
+            entry: dict[str, Any] = {"role": "assistant", "content": content}
             if calls:
-                entry["tool_calls"] = [{
-                    "id": call.id, "type": "function",
-                    "function": {"name": call.function.name,
-                                 "arguments": call.function.arguments or "{}"}}
-                    for call in calls]
+                entry["tool_calls"] = [{"id": cid, "type": "function",
+                                        "function": {"name": name,
+                                                     "arguments": _echo_arguments(args)}}
+                                       for cid, name, args in calls]
             messages.append(entry)
             if not calls:
                 stats.reason = "finished"
-                stats.final_text = " ".join((message.content or "").split())[:500]
+                stats.final_text = " ".join(content.split())[:500]
                 return
-            for call in calls:
-                messages.append({"role": "tool", "tool_call_id": call.id,
-                                 "content": self._call(tools, call, round_no, audit, stats)})
+            for cid, name, args in calls:
+                messages.append({"role": "tool", "tool_call_id": cid,
+                                 "content": self._call(tools, name, args, round_no, audit,
+                                                       stats)})
 
     @staticmethod
-    def _call(tools: StageTools, call: Any, round_no: int, audit: WriterAudit,
-              stats: RunStats) -> str:
-        name = getattr(call.function, "name", "") or ""
-        arguments, problem = _parse_arguments(call.function.arguments)
+    def _call(tools: StageTools, name: str, raw_arguments: Any, round_no: int,
+              audit: WriterAudit, stats: RunStats) -> str:
+        arguments, problem = _parse_arguments(raw_arguments)
         if problem is not None:
             status, output = "error", problem
         else:
