@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import ScriptoriumError
+from ..errors import InvalidInput, ScriptoriumError
 from ..sessions.errors import NodeNotFound
 from .records import MARK_KEY, PROVIDER, records
 from .sources import first_legacy_header, parse_v2, pct_decode, read_text, split_source_id
@@ -186,7 +186,7 @@ def safe_prefix(store: Any, session_id: str, candidates: list[str]) -> tuple[lis
             continue
         try:
             branch = store.get_branch(session_id, head=node)
-        except NodeNotFound:
+        except (NodeNotFound, InvalidInput):  # no such node, or a name no node can have
             unknown.append(node)
             continue
         seen.update(str(m.get("id")) for m in branch)
@@ -234,9 +234,14 @@ def migrate(memory: "Memory", progress: Progress | None = None) -> MigrationRepo
 def _migrate_session(store: Any, session_id: str, candidates: list[str], workspace_id: str,
                      report: MigrationReport) -> None:
     try:
-        if not store.exists(session_id):
-            report.skipped[session_id] = "unknown session"
-            return
+        known = store.exists(session_id)
+    except InvalidInput as exc:
+        report.skipped[session_id] = f"invalid session id: {exc}"
+        return
+    if not known:
+        report.skipped[session_id] = "unknown session"
+        return
+    try:
         nodes, unknown = safe_prefix(store, session_id, candidates)
     except ScriptoriumError as exc:  # an unreadable session is written from the start
         report.skipped[session_id] = f"unreadable session: {exc}"
