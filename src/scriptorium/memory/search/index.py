@@ -1,0 +1,531 @@
+"""The derived search index: SQLite FTS5 (porter + unicode61) in the workspace runtime dir.
+
+The index is never the source of truth. It lives in ``.scriptorium/search.sqlite`` (excluded
+from the workspace revision and from git), it is brought up to date inside every installed
+transaction (:func:`~scriptorium.memory.search.attach`), and before every query it compares a
+fingerprint of each topic file (mtime, ctime, size, inode) with what it indexed, so a topic
+hand-edited outside any transaction is re-read. Deleting the file loses nothing: the next query
+rebuilds it from the topics (and the archive, when sources are searched).
+
+File timestamps have coarse granularity (a kernel tick), so a file rewritten in place within
+one tick at the same size keeps its fingerprint. As git does for its index ("racy clean"), a
+file whose mtime is within a few seconds of when we indexed it is also checked by content hash
+until it is old enough for its fingerprint to be trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import sqlite3
+import stat
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..sources import SourceArchive, parse_v2, read_legacy, read_text
+from ..topics import parse_topic
+from .documents import Document, claim_documents, frame_documents, logical_path
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "search.sqlite"
+SCHEMA_VERSION = "1"
+RACY_NS = 3_000_000_000  # a fingerprint younger than this (vs indexing time) is re-hashed
+KINDS = ("topic", "source")
+_TOP = {"topic": "topics", "source": "sources"}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files(
+    path TEXT PRIMARY KEY, kind TEXT NOT NULL, mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL, size INTEGER NOT NULL, ino INTEGER NOT NULL, sha TEXT NOT NULL,
+    checked_ns INTEGER NOT NULL, unresolved INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS docs(
+    id INTEGER PRIMARY KEY, file TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
+    logical TEXT NOT NULL, line INTEGER NOT NULL, block_id TEXT, claim INTEGER NOT NULL,
+    text TEXT NOT NULL, headings TEXT NOT NULL, dates TEXT NOT NULL, sources TEXT NOT NULL,
+    source_id TEXT, version TEXT NOT NULL, speakers TEXT NOT NULL, speaker TEXT NOT NULL,
+    trusted INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS docs_file ON docs(file);
+CREATE INDEX IF NOT EXISTS docs_source ON docs(source_id);
+CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo TEXT NOT NULL, hi TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS doc_dates_doc ON doc_dates(doc);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+    body, context, dates, cjk, tokenize='porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS vectors(
+    model TEXT NOT NULL, key TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(model, key));
+"""
+
+SPEAKER_SEP = "\x1f"
+
+
+@dataclass(frozen=True)
+class FileRow:
+    kind: str
+    fingerprint: tuple[int, int, int, int]
+    sha: str
+    checked_ns: int
+    unresolved: int
+
+    def racy(self) -> bool:
+        return self.fingerprint[0] + RACY_NS >= self.checked_ns
+
+
+def fingerprint(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class _Resolver:
+    """Footnote targets -> (source id, trusted), for one update.
+
+    Same answers as ``SourceArchive.resolve_target`` + ``lookup``, but a link into a v2
+    archive file loads that file's frames once (through the archive's own cached, symlink-
+    refusing reader) instead of once per footnote: a topic file cites dozens of turns of the
+    same session, and per-footnote lookups were most of the cost of an install-hook update.
+    Anything else (plain handles, legacy files) goes to the archive as is.
+    """
+
+    def __init__(self, sources: SourceArchive):
+        self.sources = sources
+        self._files: dict[str, dict[str, Any]] = {}
+        self._found: dict[str, Any] = {}
+
+    def _anchors(self, rel: str) -> dict[str, Any]:
+        if rel not in self._files:
+            by_anchor: dict[str, Any] = {}
+            for frame in self.sources.file_status(rel).frames:
+                by_anchor.setdefault(frame.anchor, frame)
+            self._files[rel] = by_anchor
+        return self._files[rel]
+
+    def resolve(self, topic_path: str, target: str) -> str | None:
+        link, sep, frag = target.partition("#")
+        if sep and link.endswith(".md") and frag.startswith("source-"):
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
+            parts = rel.split("/")
+            if len(parts) == 4 and parts[0] == "sources" and parts[2] == "_v2":
+                frame = self._anchors(rel).get(frag)
+                if frame is not None:
+                    self._found[frame.source_id] = frame
+                    return frame.source_id
+        return self.sources.resolve_target(topic_path, target)
+
+    def trusted(self, source_id: str) -> bool | None:
+        frame = self._found.get(source_id) or self.sources.lookup(source_id)
+        return None if frame is None else bool(frame.trusted)
+
+
+def _kind_of(rel: str) -> str | None:
+    top, _, rest = rel.partition("/")
+    if not rest or not rel.endswith(".md"):
+        return None
+    return {"topics": "topic", "sources": "source"}.get(top)
+
+
+class SearchIndex:
+    """The FTS5 index of one workspace (see the module docstring).
+
+    ``root`` is the workspace root (holding ``topics/`` and ``sources/``); ``runtime_dir`` is
+    where the index file lives; ``sources`` resolves the footnote targets of claims to source
+    ids. One instance may be shared by threads; processes share the file through SQLite's own
+    locking (WAL mode).
+    """
+
+    def __init__(self, root: Path | str, runtime_dir: Path | str | None = None,
+                 sources: SourceArchive | None = None):
+        self.root = Path(root)
+        self.runtime_dir = Path(runtime_dir) if runtime_dir is not None \
+            else self.root / ".scriptorium"
+        self.path = self.runtime_dir / INDEX_FILE
+        self.sources = sources if sources is not None else SourceArchive(self.root)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn_id: tuple[int, int] | None = None
+        self._files: dict[str, FileRow] = {}
+        self._data_version: int | None = None
+
+    # -- the workspace's shared instance --------------------------------------------------
+
+    _instances: "OrderedDict[tuple[str, str], SearchIndex]" = OrderedDict()
+    _instances_lock = threading.Lock()
+    _MAX_OPEN = 16  # least recently used indexes beyond this are closed (file handles)
+
+    @classmethod
+    def of(cls, workspace: Any) -> "SearchIndex":
+        """The index of ``workspace``, shared by every workspace object of the same root so
+        its caches are reused."""
+        key = (os.path.realpath(workspace.root), os.path.realpath(workspace.runtime_dir))
+        with cls._instances_lock:
+            index = cls._instances.get(key)
+            if index is None:
+                index = cls(workspace.root, workspace.runtime_dir, workspace.sources)
+                cls._instances[key] = index
+            cls._instances.move_to_end(key)
+            while len(cls._instances) > cls._MAX_OPEN:
+                _, old = cls._instances.popitem(last=False)
+                old.close()
+            return index
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        self.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            if self._version(conn) != SCHEMA_VERSION:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if self._version(conn) != SCHEMA_VERSION:  # another process may have won
+                        self._drop_all(conn)
+                        for statement in _SCHEMA.split(";"):
+                            if statement.strip():
+                                conn.execute(statement)
+                        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
+                                     (SCHEMA_VERSION,))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            try:
+                os.chmod(self.path, 0o600)
+            except OSError:  # pragma: no cover - best effort on odd filesystems
+                pass
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection) -> str | None:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                            "name='meta'").fetchone():
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        return row[0] if row else None
+
+    @staticmethod
+    def _drop_all(conn: sqlite3.Connection) -> None:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+            "AND name NOT LIKE 'fts_%'")]
+        for name in names:
+            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def connection(self) -> sqlite3.Connection:
+        """An open connection to the current index file, created (or recreated after it was
+        deleted, replaced or found unreadable) as needed."""
+        with self._lock:
+            current = self._file_id()
+            if self._conn is not None and current == self._conn_id:
+                return self._conn
+            self.close()
+            try:
+                conn = self._open()
+            except sqlite3.DatabaseError as exc:  # not a database, or damaged: derived, so
+                log.warning("search index %s unreadable (%s); rebuilding", self.path, exc)
+                self._remove_files()
+                conn = self._open()
+            self._conn, self._conn_id = conn, self._file_id()
+            self._files, self._data_version = {}, None
+            return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                try:
+                    self._conn.close()
+                except sqlite3.Error:  # pragma: no cover - closing a broken handle
+                    pass
+            self._conn, self._conn_id = None, None
+            self._files, self._data_version = {}, None
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.unlink(str(self.path) + suffix)
+            except FileNotFoundError:
+                pass
+
+    def discard(self) -> None:
+        """Throw the index away (it is derived); the next query rebuilds it."""
+        with self._lock:
+            self.close()
+            self._remove_files()
+
+    # -- what is on disk --------------------------------------------------------------------
+
+    def _walk(self, kind: str) -> dict[str, os.stat_result]:
+        """Every ``*.md`` under ``topics/`` (or ``sources/``) reached without a symlink."""
+        top = _TOP[kind]
+        base = self.root / top
+        out: dict[str, os.stat_result] = {}
+        try:
+            if stat.S_ISLNK(os.lstat(base).st_mode):
+                return out
+        except OSError:
+            return out
+        stack = [(base, top)]
+        while stack:
+            directory, rel = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((Path(entry.path), f"{rel}/{entry.name}"))
+                    elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                        out[f"{rel}/{entry.name}"] = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+        return out
+
+    def _sync_rows(self, conn: sqlite3.Connection) -> None:
+        """Reload the fingerprint table when another connection committed since we read it."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._data_version and self._files:
+            return
+        self._files = {
+            row[0]: FileRow(row[1], (row[2], row[3], row[4], row[5]), row[6], row[7], row[8])
+            for row in conn.execute("SELECT path, kind, mtime_ns, ctime_ns, size, ino, sha, "
+                                    "checked_ns, unresolved FROM files")}
+        self._data_version = version
+
+    def _changed(self, kinds: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
+        """(files to re-read, files gone, racy files whose content still matches)."""
+        kinds = tuple(kinds)
+        disk: dict[str, os.stat_result] = {}
+        for kind in kinds:
+            disk.update(self._walk(kind))
+        todo: list[str] = []
+        settled: list[str] = []
+        now = time.time_ns()
+        for rel, st in disk.items():
+            row = self._files.get(rel)
+            if row is None or row.fingerprint != fingerprint(st):
+                todo.append(rel)
+            elif row.racy():
+                try:
+                    data = (self.root / rel).read_bytes()
+                except OSError:
+                    todo.append(rel)
+                    continue
+                if _sha(data) != row.sha:
+                    todo.append(rel)
+                elif row.fingerprint[0] + RACY_NS < now:
+                    settled.append(rel)
+        gone = [rel for rel, row in self._files.items() if row.kind in kinds and rel not in disk]
+        return sorted(todo), sorted(gone), settled
+
+    # -- keeping it current ---------------------------------------------------------------
+
+    def refresh(self, kinds: Iterable[str] = ("topic",)) -> int:
+        """Re-read every file of ``kinds`` whose fingerprint changed (and drop vanished ones).
+        Cheap when nothing changed: one ``stat`` per file. Returns files re-indexed."""
+        kinds = tuple(kinds)
+        with self._lock:
+            conn = self.connection()
+            self._sync_rows(conn)
+            self._mark_indexed(conn, kinds)
+            todo, gone, settled = self._changed(kinds)
+            if not (todo or gone or settled):
+                return 0
+            return self._apply(conn, todo, gone, settled)
+
+    def update(self, paths: Iterable[str]) -> int:
+        """Re-index ``paths`` (workspace-relative, as a transaction reports its changed files)
+        and every topic whose citations did not all resolve (its evidence may have been
+        archived since). Paths outside ``topics/``/``sources/`` are ignored."""
+        with self._lock:
+            conn = self.connection()
+            self._sync_rows(conn)
+            wanted = {p for p in (str(p).replace(os.sep, "/") for p in paths) if _kind_of(p)}
+            wanted |= {rel for rel, row in self._files.items() if row.unresolved}
+            indexed = self._indexed_kinds(conn) | {"topic"}  # sources: only once asked for
+            wanted = {p for p in wanted if _kind_of(p) in indexed}
+            todo, gone = [], []
+            for rel in sorted(wanted):
+                try:
+                    st = os.lstat(self.root / rel)
+                    present = stat.S_ISREG(st.st_mode)
+                except OSError:
+                    present = False
+                if present:
+                    todo.append(rel)
+                elif rel in self._files:
+                    gone.append(rel)
+            if not (todo or gone):
+                return 0
+            return self._apply(conn, todo, gone, [], force=True)
+
+    def rebuild(self, include_sources: bool | None = None) -> int:
+        """Drop the index and build it again from the files. Returns the documents indexed.
+        ``include_sources`` None: index sources only if they were indexed before."""
+        with self._lock:
+            if include_sources is None:
+                include_sources = "source" in self._indexed_kinds(self.connection())
+            self.discard()
+            kinds = ("topic", "source") if include_sources else ("topic",)
+            self.refresh(kinds)
+            return self.count()
+
+    def is_stale(self, include_sources: bool = False) -> bool:
+        """True when a query would have to re-read some file first (or there is no index)."""
+        kinds = ("topic", "source") if include_sources else ("topic",)
+        with self._lock:
+            if not self.path.exists():
+                return True
+            conn = self.connection()
+            self._sync_rows(conn)
+            if not (set(kinds) - {"topic"}) <= self._indexed_kinds(conn):
+                return True  # sources never indexed (topics: the walk below decides)
+            todo, gone, _ = self._changed(kinds)
+            return bool(todo or gone)
+
+    def count(self, kind: str | None = None) -> int:
+        conn = self.connection()
+        if kind is None:
+            return conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+        return conn.execute("SELECT count(*) FROM docs WHERE kind=?", (kind,)).fetchone()[0]
+
+    def _indexed_kinds(self, conn: sqlite3.Connection) -> set[str]:
+        row = conn.execute("SELECT value FROM meta WHERE key='kinds'").fetchone()
+        return set(json.loads(row[0])) if row else set()
+
+    def _mark_indexed(self, conn: sqlite3.Connection, kinds: tuple[str, ...]) -> None:
+        have = self._indexed_kinds(conn)
+        if set(kinds) <= have:
+            return
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('kinds', ?)",
+                     (json.dumps(sorted(have | set(kinds))),))
+
+    def _apply(self, conn: sqlite3.Connection, todo: list[str], gone: list[str],
+               settled: list[str], *, force: bool = False) -> int:
+        """Re-index ``todo``, forget ``gone``, and trust ``settled`` fingerprints, in one
+        write transaction (another process doing the same waits, then finds little to do)."""
+        reindexed = 0
+        resolver = _Resolver(self.sources)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._sync_rows(conn)  # another process may have indexed some of these already
+            next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM docs").fetchone()[0]
+            now = time.time_ns()
+            for rel in gone:
+                self._forget(conn, rel)
+            for rel in settled:
+                conn.execute("UPDATE files SET checked_ns=? WHERE path=?", (now, rel))
+            for rel in todo:
+                try:
+                    st = os.lstat(self.root / rel)
+                    data = (self.root / rel).read_bytes()
+                except OSError:
+                    self._forget(conn, rel)
+                    continue
+                sha = _sha(data)
+                row = self._files.get(rel)
+                fp = fingerprint(st)
+                if row is not None and row.sha == sha and not (force and row.unresolved):
+                    conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
+                                 "checked_ns=? WHERE path=?", (*fp, now, rel))
+                    continue
+                docs, unresolved = self._documents(rel, data, resolver)
+                self._forget(conn, rel)
+                next_id = self._insert(conn, rel, docs, next_id)
+                conn.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)",
+                             (rel, _kind_of(rel), *fp, sha, now, unresolved))
+                reindexed += 1
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._files, self._data_version = {}, None
+            raise
+        self._reload(conn, [*todo, *gone, *settled])  # our commit leaves data_version as is
+        return reindexed
+
+    def _reload(self, conn: sqlite3.Connection, paths: list[str]) -> None:
+        for rel in paths:
+            row = conn.execute("SELECT kind, mtime_ns, ctime_ns, size, ino, sha, checked_ns, "
+                               "unresolved FROM files WHERE path=?", (rel,)).fetchone()
+            if row is None:
+                self._files.pop(rel, None)
+            else:
+                self._files[rel] = FileRow(row[0], (row[1], row[2], row[3], row[4]), row[5],
+                                           row[6], row[7])
+
+    def _documents(self, rel: str, data: bytes,
+                   resolver: _Resolver) -> tuple[list[Document], int]:
+        if _kind_of(rel) == "topic":
+            text = data.decode("utf-8", errors="replace")
+            doc = parse_topic(text, rel, strict=False)  # a hand edit must still be found
+            return claim_documents(doc, resolver.resolve, resolver.trusted)
+        text = read_text(data)
+        parts = rel.split("/")
+        if len(parts) == 4 and parts[2] == "_v2":
+            frames = parse_v2(text, rel).frames
+        else:
+            frames = read_legacy(text, rel)
+        return frame_documents(frames), 0
+
+    @staticmethod
+    def _forget(conn: sqlite3.Connection, rel: str) -> None:
+        conn.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE file=?)", (rel,))
+        conn.execute("DELETE FROM doc_dates WHERE doc IN (SELECT id FROM docs WHERE file=?)",
+                     (rel,))
+        conn.execute("DELETE FROM docs WHERE file=?", (rel,))
+        conn.execute("DELETE FROM files WHERE path=?", (rel,))
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, rel: str, docs: list[Document], next_id: int) -> int:
+        rows, fts, dates = [], [], []
+        for doc in docs:
+            speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
+                if doc.speakers else ""
+            rows.append((next_id, rel, doc.kind, doc.path, logical_path(doc.path), doc.line,
+                         doc.block_id, doc.claim, doc.text,
+                         json.dumps(doc.headings, ensure_ascii=False),
+                         json.dumps(doc.dates), json.dumps(doc.sources, ensure_ascii=False),
+                         doc.source_id, doc.version, speakers, doc.speaker, int(doc.trusted)))
+            fts.append((next_id, *doc.fields()))
+            dates.extend((next_id, lo, hi) for lo, hi in doc.ranges)
+            next_id += 1
+        conn.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.executemany("INSERT INTO fts(rowid, body, context, dates, cjk) VALUES (?,?,?,?,?)",
+                         fts)
+        conn.executemany("INSERT INTO doc_dates VALUES (?,?,?)", dates)
+        return next_id
+
+    # -- reading --------------------------------------------------------------------------
+
+    def rows(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        """Run a read query on the index; rows as dicts."""
+        with self._lock:
+            conn = self.connection()
+            cur = conn.execute(sql, tuple(params))
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, values)) for values in cur.fetchall()]

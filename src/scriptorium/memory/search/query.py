@@ -1,0 +1,298 @@
+"""Searching memory: BM25 over topic claims (and archived frames), embedding, hybrid.
+
+Every query first brings the derived index up to date with the files (one ``stat`` per topic
+file when nothing changed), so what is found is what is on disk, even after a hand edit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ...errors import InvalidInput
+from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
+from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
+                        text_key, unpack)
+from .index import SPEAKER_SEP, SearchIndex
+
+METHODS = ("bm25", "embedding", "hybrid")
+MAX_TOP_K = 1000
+MAX_TERMS = 64
+# Column weights: claim text, where it is filed (path words, headings, speaker), its dates,
+# CJK grams.
+BM25_WEIGHTS = (1.0, 0.5, 0.5, 1.0)
+FUSION_DEPTH = 50  # how deep each ranking goes before fusion
+
+
+@dataclass
+class Hit:
+    """One search result. A claim hit names its block and the sources the claim cites; a
+    source hit (``kind == "source"``) is an archived turn, ``sources == [its id]``."""
+
+    block_id: str | None
+    path: str
+    score: float
+    text: str
+    sources: list[str]
+    kind: str = "claim"
+    headings: list[str] = field(default_factory=list)
+    dates: list[str] = field(default_factory=list)
+    line: int = 0
+    claim: int = 0
+    trusted: bool = True
+    source_id: str | None = None
+    speaker: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "block_id": self.block_id, "path": self.path, "score": self.score,
+            "text": self.text, "sources": list(self.sources), "kind": self.kind,
+            "headings": list(self.headings), "dates": list(self.dates), "line": self.line,
+            "trusted": self.trusted}
+        if self.kind == "claim":
+            out["claim"] = self.claim
+        else:
+            out["source_id"] = self.source_id
+            out["speaker"] = self.speaker
+        return out
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Validated filters; ``window`` is the inclusive (first day, last day) asked for."""
+
+    kinds: tuple[str, ...]
+    prefix: str | None
+    window: tuple[str, str] | None
+    speaker: str | None
+
+
+# -- validating what the caller asked ------------------------------------------------------
+
+
+def normalize_prefix(prefix: str) -> str:
+    """A folder or file of the workspace: ``topics/...``, ``sources/...``, or a path relative
+    to ``topics/``. Never escapes the workspace."""
+    if not isinstance(prefix, str) or not prefix.strip():
+        raise InvalidInput("empty --path prefix")
+    raw = prefix.strip()
+    if "\0" in raw or "\\" in raw or raw.startswith("/"):
+        raise InvalidInput(f"invalid --path prefix {prefix!r} (a relative path inside the "
+                           "workspace)")
+    parts = [p for p in raw.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise InvalidInput(f"invalid --path prefix {prefix!r} ('..' is not allowed)")
+    if not parts:
+        raise InvalidInput(f"invalid --path prefix {prefix!r}")
+    if parts[0] not in ("topics", "sources"):
+        parts.insert(0, "topics")
+    return "/".join(parts)
+
+
+def parse_window(since: str | None, until: str | None) -> tuple[str, str] | None:
+    """``since``/``until`` (YYYY, YYYY-MM, YYYY-MM-DD) -> the inclusive day range, open ends
+    as far as they go."""
+    if since is None and until is None:
+        return None
+    lo, hi = "0000-01-01", "9999-12-31"
+    for flag, value in (("since", since), ("until", until)):
+        if value is None:
+            continue
+        span = when_range(value) if isinstance(value, str) else None
+        if span is None:
+            raise InvalidInput(f"invalid --{flag} date {value!r} (expected YYYY, YYYY-MM or "
+                               "YYYY-MM-DD naming a real date)")
+        if flag == "since":
+            lo = span[0]
+        else:
+            hi = span[1]
+    if lo > hi:
+        raise InvalidInput(f"empty date window: --since {since} is after --until {until}")
+    return lo, hi
+
+
+def make_filters(*, path_prefix: str | None, since: str | None, until: str | None,
+                 speaker: str | None, include_sources: bool) -> Filters:
+    if speaker is not None:
+        if not isinstance(speaker, str) or not speaker.strip():
+            raise InvalidInput("empty --speaker")
+        if not include_sources:
+            raise InvalidInput("--speaker filters archived sources only (topic claims have "
+                               "no speaker): pass --sources to search them")
+    kinds: tuple[str, ...] = ("claim", "source") if include_sources else ("claim",)
+    if speaker is not None:
+        kinds = ("source",)
+    return Filters(kinds=kinds,
+                   prefix=normalize_prefix(path_prefix) if path_prefix is not None else None,
+                   window=parse_window(since, until),
+                   speaker=speaker.strip().casefold() if speaker is not None else None)
+
+
+def match_expression(query: str) -> str:
+    """The FTS5 query for free text: every word (and CJK pair) as a quoted term, OR-ed, so
+    BM25 ranks documents by how many and how rare the words they share are."""
+    terms: list[str] = []
+    for word in WORD_RE.findall(query.casefold()):
+        rest = CJK_RUN_RE.sub(" ", word)
+        terms.extend(rest.split())
+        terms.extend(cjk_grams(word, for_query=True))
+    terms = list(dict.fromkeys(terms))[:MAX_TERMS]
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+# -- the query -----------------------------------------------------------------------------
+
+
+def _where(filters: Filters) -> tuple[list[str], list[Any]]:
+    clauses = [f"d.kind IN ({','.join('?' * len(filters.kinds))})"]
+    params: list[Any] = list(filters.kinds)
+    if filters.prefix is not None:
+        p = filters.prefix
+        clauses.append("(d.path = ? OR d.logical = ? OR d.path = ? OR substr(d.path, 1, ?) = ? "
+                       "OR substr(d.logical, 1, ?) = ?)")
+        params += [p, p, p + ".md", len(p) + 1, p + "/", len(p) + 1, p + "/"]
+    if filters.window is not None:
+        clauses.append("EXISTS (SELECT 1 FROM doc_dates x WHERE x.doc = d.id AND x.lo <= ? "
+                       "AND x.hi >= ?)")
+        params += [filters.window[1], filters.window[0]]
+    if filters.speaker is not None:
+        clauses.append("instr(d.speakers, ?) > 0")
+        params.append(SPEAKER_SEP + filters.speaker + SPEAKER_SEP)
+    if "source" in filters.kinds:  # a legacy copy of a turn the v2 archive holds is one turn
+        clauses.append("NOT (d.kind = 'source' AND d.version != 'v2' AND EXISTS (SELECT 1 "
+                       "FROM docs v WHERE v.source_id = d.source_id AND v.version = 'v2'))")
+    return clauses, params
+
+
+_COLUMNS = ("d.id, d.kind, d.path, d.line, d.block_id, d.claim, d.text, d.headings, d.dates, "
+            "d.sources, d.source_id, d.trusted, d.speaker")
+
+
+def _hit(row: dict[str, Any], score: float) -> Hit:
+    return Hit(block_id=row["block_id"], path=row["path"], score=round(score, 6),
+               text=row["text"], sources=json.loads(row["sources"]), kind=row["kind"],
+               headings=json.loads(row["headings"]), dates=json.loads(row["dates"]),
+               line=row["line"], claim=row["claim"], trusted=bool(row["trusted"]),
+               source_id=row["source_id"], speaker=row["speaker"])
+
+
+def bm25_rows(index: SearchIndex, match: str, filters: Filters,
+              limit: int) -> list[tuple[dict[str, Any], float]]:
+    clauses, params = _where(filters)
+    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+    sql = (f"SELECT {_COLUMNS}, bm25(fts, {weights}) AS rank FROM fts "
+           f"JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? AND {' AND '.join(clauses)} "
+           "ORDER BY rank, d.path, d.line, d.claim, d.id LIMIT ?")
+    rows = index.rows(sql, [match, *params, limit])
+    return [(row, -row["rank"]) for row in rows]
+
+
+def embedding_rows(index: SearchIndex, query: str, filters: Filters, limit: int,
+                   embedder: Embedder) -> list[tuple[dict[str, Any], float]]:
+    """Cosine similarity of the query to every document passing the filters (vectors of
+    unchanged documents come from the cache in the index file)."""
+    clauses, params = _where(filters)
+    rows = index.rows(f"SELECT {_COLUMNS} FROM docs d WHERE {' AND '.join(clauses)} "
+                      "ORDER BY d.path, d.line, d.claim, d.id", params)
+    if not rows:
+        return []
+    texts = {row["id"]: _embed_text(row) for row in rows}
+    keys = {doc_id: text_key(text) for doc_id, text in texts.items()}
+    vectors = _cached_vectors(index, embedder, set(keys.values()))
+    missing = sorted({keys[i] for i in texts if keys[i] not in vectors})
+    if missing:
+        by_key = {keys[i]: texts[i] for i in texts}
+        fresh = embedder.embed([by_key[k] for k in missing])
+        if len(fresh) != len(missing):
+            raise RuntimeError(f"embedder {embedder.name} returned {len(fresh)} vectors for "
+                               f"{len(missing)} texts")
+        conn = index.connection()
+        with index._lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?,?,?)",
+                                 [(embedder.name, k, pack(v)) for k, v in zip(missing, fresh)])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        for k, v in zip(missing, fresh):
+            vectors[k] = list(v)
+    query_vec = embedder.embed([query])[0]
+    by_id = {row["id"]: row for row in rows}
+    ranked = rank_by_similarity(query_vec, [(row["id"], vectors[keys[row["id"]]])
+                                            for row in rows])
+    return [(by_id[doc_id], score) for doc_id, score in ranked[:limit]]
+
+
+def _embed_text(row: dict[str, Any]) -> str:
+    headings = " / ".join(json.loads(row["headings"]))
+    return f"{headings}: {row['text']}" if headings else row["text"]
+
+
+def _cached_vectors(index: SearchIndex, embedder: Embedder, keys: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    wanted = sorted(keys)
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        for row in index.rows(
+                f"SELECT key, vec FROM vectors WHERE model = ? AND key IN "
+                f"({','.join('?' * len(chunk))})", [embedder.name, *chunk]):
+            out[row["key"]] = unpack(row["vec"])
+    return out
+
+
+def fuse(rankings: Sequence[Sequence[tuple[dict[str, Any], float]]],
+         top_k: int) -> list[tuple[dict[str, Any], float]]:
+    """Hybrid: reciprocal-rank fusion of the BM25 and embedding rankings."""
+    rows: dict[int, dict[str, Any]] = {}
+    for ranking in rankings:
+        for row, _ in ranking:
+            rows.setdefault(row["id"], row)
+    fused = rrf_fuse([[row["id"] for row, _ in ranking] for ranking in rankings])
+    return [(rows[doc_id], score) for doc_id, score in fused[:top_k]]
+
+
+def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | None = None,
+           since: str | None = None, until: str | None = None, speaker: str | None = None,
+           include_sources: bool = False, method: str = "bm25",
+           embedder: Embedder | None = None) -> list[Hit]:
+    """Search memory: the ``top_k`` best topic claims (and archived turns when
+    ``include_sources``) for ``query``.
+
+    Filters: ``path_prefix`` (a folder or file under ``topics/`` or ``sources/``; a bare path
+    is taken under ``topics/``), a date window ``since``/``until`` (YYYY, YYYY-MM or
+    YYYY-MM-DD; a claim matches when one of its evidence dates overlaps it, a turn by its
+    timestamp), ``speaker`` (archived turns only: id, display name or label, any case).
+    ``method``: ``bm25`` (default), ``embedding`` or ``hybrid`` (reciprocal-rank fusion of
+    both); the last two need the optional local embedding model (else EMBEDDING_UNAVAILABLE).
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("empty search query")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidInput(f"invalid top_k {top_k!r} (1..{MAX_TOP_K})")
+    if method not in METHODS:
+        raise InvalidInput(f"unknown search method {method!r} (bm25, embedding or hybrid)")
+    filters = make_filters(path_prefix=path_prefix, since=since, until=until, speaker=speaker,
+                           include_sources=include_sources)
+    match = match_expression(query)
+    if method == "bm25" and not match:
+        raise InvalidInput(f"search query {query!r} has no searchable words")
+    if method != "bm25" and embedder is None:
+        embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
+
+    index = SearchIndex.of(workspace)
+    index.refresh(("topic", "source") if include_sources else ("topic",))
+    if method == "bm25":
+        ranked = bm25_rows(index, match, filters, top_k)
+    elif method == "embedding":
+        assert embedder is not None
+        ranked = embedding_rows(index, query, filters, top_k, embedder)
+    else:
+        assert embedder is not None
+        depth = max(FUSION_DEPTH, top_k)
+        lexical = bm25_rows(index, match, filters, depth) if match else []
+        semantic = embedding_rows(index, query, filters, depth, embedder)
+        ranked = fuse([lexical, semantic], top_k)
+    return [_hit(row, score) for row, score in ranked]
