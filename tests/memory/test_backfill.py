@@ -321,3 +321,30 @@ def test_a_budget_below_one_token_is_refused(tmp_path):
     ws = Workspace.open(tmp_path / "memory")
     with pytest.raises(InvalidInput, match="budget"):
         backfill(ws, RecordingWriter(), budget_tokens=0)
+
+
+def test_a_rejected_batch_earns_the_writers_repair_run_and_is_told_why(tmp_path):
+    ws = workspace_with_sources(tmp_path / "memory")
+    order = [c.source_id for c in candidates(ws)]
+
+    class Repairing(RecordingWriter):
+        repair_attempts = 1
+
+        def __init__(self):
+            super().__init__()
+            self.rejections: list[str | None] = []
+
+        def write(self, request):
+            self.rejections.append(request.rejection)
+            if request.rejection is None:  # first attempt over-reaches
+                CitingWriter(order[-1]).write(request)
+                return None
+            return super().write(request)
+
+    writer = Repairing()
+    report = backfill(ws, writer, budget_tokens=1)
+    assert report.status == "ok" and report.remaining == 0
+    assert writer.rejections[1].startswith("NOT_EVIDENCE")
+    # batches 1-3: a rejected try, then the repair; batch 4 is the cited source itself, so
+    # its first try is legitimate evidence and is accepted
+    assert [r is None for r in writer.rejections] == [True, False] * 3 + [True]

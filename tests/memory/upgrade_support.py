@@ -7,6 +7,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from scriptorium.memory.records import MARK_KEY
 from scriptorium.memory.sources import SourceRecord, pct_encode, render_v2_file, source_anchor
 
@@ -85,3 +87,15 @@ def digest(root: Path) -> str:
     for name, data in tree_bytes(root).items():
         h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
+
+
+def run(home: Path, *args: str):
+    """``scriptorium --home HOME args…`` in-process (stdout and stderr kept apart)."""
+    from scriptorium.cli import main
+
+    return CliRunner().invoke(main, ["--home", str(home), *args], catch_exceptions=False)
+
+
+def run_json(home: Path, *args: str) -> tuple[int, dict]:
+    result = run(home, *args, "--json")
+    return result.exit_code, json.loads(result.stdout)

@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import ScriptoriumError
+from ..errors import InvalidInput, ScriptoriumError
 from ..tokens import count_tokens
 from .citations import cited_sources
+from .progress import Step
 from .records import Record
 from .sources import Frame, split_source_id
 from .writers import WriteRequest, Writer
@@ -133,6 +134,14 @@ def _write_batch(workspace: Any, writer: Writer, batch: list[Candidate],
                 rejection = f"{exc.code}: {exc}"
 
 
+def check_budget(budget_tokens: object) -> int:
+    """The batch budget, refused unless it is a whole number of tokens >= 1."""
+    if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
+        raise InvalidInput(f"backfill budget must be a whole number of tokens >= 1, "
+                           f"got {budget_tokens!r}")
+    return budget_tokens
+
+
 def backfill(memory_or_workspace: Any, writer: Writer, *,
              budget_tokens: int = DEFAULT_BUDGET_TOKENS,
              progress: Progress | None = None) -> BackfillReport:
@@ -142,10 +151,7 @@ def backfill(memory_or_workspace: Any, writer: Writer, *,
     workspace. A busy lock raises ConcurrentUpdate; a failing batch ends the run with status
     ``failed`` and installs nothing of that batch.
     """
-    if budget_tokens < 1:
-        from ..errors import InvalidInput
-
-        raise InvalidInput(f"backfill budget must be at least 1 token, got {budget_tokens}")
+    check_budget(budget_tokens)
     workspace = getattr(memory_or_workspace, "workspace", memory_or_workspace)
     report = BackfillReport()
     with workspace.lock(timeout=BACKFILL_LOCK_TIMEOUT):
@@ -154,10 +160,10 @@ def backfill(memory_or_workspace: Any, writer: Writer, *,
         report.candidates = len(pending)
         while pending:
             batch = next_batch(pending, budget_tokens)
-            if progress is not None:
-                progress(f"batch {report.batches + 1}: {len(batch)} source(s), "
-                         f"{len(pending)} uncited")
             before = {c.source_id for c in pending}
+            if progress is not None:
+                progress(Step(f"batch {report.batches + 1}: {len(batch)} source(s)",
+                              len(start - before), len(start)))
             try:
                 _write_batch(workspace, writer, batch, frozenset(cited_sources(workspace)))
             except Exception as exc:  # reported; earlier batches stay installed
@@ -171,6 +177,8 @@ def backfill(memory_or_workspace: Any, writer: Writer, *,
                 break
         left = {c.source_id for c in pending}
         report.processed = len(start - left)
+        if progress is not None:
+            progress(Step(f"{report.processed} source(s) written", report.processed, len(start)))
         report.remaining = len(pending)
         if report.status == "ok" and pending:
             report.status = "incomplete"

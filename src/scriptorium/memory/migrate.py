@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InvalidInput, ScriptoriumError
 from ..sessions.errors import NodeNotFound
+from .progress import Step
 from .records import MARK_KEY, PROVIDER, records
 from .sources import first_legacy_header, parse_v2, pct_decode, read_text, split_source_id
 
@@ -221,10 +222,12 @@ def migrate(memory: "Memory", progress: Progress | None = None) -> MigrationRepo
         for session_id in _cursor_sessions(workspace):
             if session_id not in candidates:
                 report.skipped[session_id] = "no candidates in the archive"
-        for number, session_id in enumerate(sorted(candidates), 1):
+        for number, session_id in enumerate(sorted(candidates)):
             if progress is not None:
-                progress(f"session {session_id} ({number}/{len(candidates)})")
+                progress(Step(f"session {session_id}", number, len(candidates)))
             _migrate_session(store, session_id, candidates[session_id], workspace_id, report)
+        if progress is not None:
+            progress(Step("marks written", len(candidates), len(candidates)))
         if not report.errors:
             _drop_cursors(workspace)
             report.cursors_removed = True
