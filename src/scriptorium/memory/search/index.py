@@ -522,6 +522,19 @@ class SearchIndex:
 
     # -- reading --------------------------------------------------------------------------
 
+    def write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """One write transaction of ``executemany`` (the embedding vector cache)."""
+        with self._lock:
+            conn = self.connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
     def rows(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         """Run a read query on the index; rows as dicts."""
         with self._lock:

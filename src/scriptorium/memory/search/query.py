@@ -7,6 +7,8 @@ file when nothing changed), so what is found is what is on disk, even after a ha
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -15,6 +17,8 @@ from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
 from .index import SPEAKER_SEP, SearchIndex
+
+log = logging.getLogger(__name__)
 
 METHODS = ("bm25", "embedding", "hybrid")
 MAX_TOP_K = 1000
@@ -170,7 +174,7 @@ _COLUMNS = ("d.id, d.kind, d.path, d.line, d.block_id, d.claim, d.text, d.headin
 
 
 def _hit(row: dict[str, Any], score: float) -> Hit:
-    return Hit(block_id=row["block_id"], path=row["path"], score=round(score, 6),
+    return Hit(block_id=row["block_id"], path=row["path"], score=float(f"{score:.6g}"),
                text=row["text"], sources=json.loads(row["sources"]), kind=row["kind"],
                headings=json.loads(row["headings"]), dates=json.loads(row["dates"]),
                line=row["line"], claim=row["claim"], trusted=bool(row["trusted"]),
@@ -207,16 +211,8 @@ def embedding_rows(index: SearchIndex, query: str, filters: Filters, limit: int,
         if len(fresh) != len(missing):
             raise RuntimeError(f"embedder {embedder.name} returned {len(fresh)} vectors for "
                                f"{len(missing)} texts")
-        conn = index.connection()
-        with index._lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?,?,?)",
-                                 [(embedder.name, k, pack(v)) for k, v in zip(missing, fresh)])
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        index.write_many("INSERT OR REPLACE INTO vectors VALUES (?,?,?)",
+                         [(embedder.name, k, pack(v)) for k, v in zip(missing, fresh)])
         for k, v in zip(missing, fresh):
             vectors[k] = list(v)
     query_vec = embedder.embed([query])[0]
@@ -254,6 +250,26 @@ def fuse(rankings: Sequence[Sequence[tuple[dict[str, Any], float]]],
     return [(rows[doc_id], score) for doc_id, score in fused[:top_k]]
 
 
+def check_arguments(query: str, *, top_k: int = 5, path_prefix: str | None = None,
+                    since: str | None = None, until: str | None = None,
+                    speaker: str | None = None, include_sources: bool = False,
+                    method: str = "bm25") -> tuple[Filters, str]:
+    """Validate a search's arguments (InvalidInput naming the bad one); returns the filters
+    and the FTS5 match expression. Needs no workspace."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("empty search query")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidInput(f"invalid top_k {top_k!r} (1..{MAX_TOP_K})")
+    if method not in METHODS:
+        raise InvalidInput(f"unknown search method {method!r} (bm25, embedding or hybrid)")
+    filters = make_filters(path_prefix=path_prefix, since=since, until=until, speaker=speaker,
+                           include_sources=include_sources)
+    match = match_expression(query)
+    if method == "bm25" and not match:
+        raise InvalidInput(f"search query {query!r} has no searchable words")
+    return filters, match
+
+
 def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | None = None,
            since: str | None = None, until: str | None = None, speaker: str | None = None,
            include_sources: bool = False, method: str = "bm25",
@@ -268,31 +284,32 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
     ``method``: ``bm25`` (default), ``embedding`` or ``hybrid`` (reciprocal-rank fusion of
     both); the last two need the optional local embedding model (else EMBEDDING_UNAVAILABLE).
     """
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput("empty search query")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidInput(f"invalid top_k {top_k!r} (1..{MAX_TOP_K})")
-    if method not in METHODS:
-        raise InvalidInput(f"unknown search method {method!r} (bm25, embedding or hybrid)")
-    filters = make_filters(path_prefix=path_prefix, since=since, until=until, speaker=speaker,
-                           include_sources=include_sources)
-    match = match_expression(query)
-    if method == "bm25" and not match:
-        raise InvalidInput(f"search query {query!r} has no searchable words")
+    filters, match = check_arguments(
+        query, top_k=top_k, path_prefix=path_prefix, since=since, until=until,
+        speaker=speaker, include_sources=include_sources, method=method)
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
 
     index = SearchIndex.of(workspace)
+    try:
+        ranked = _run(index, method, query, match, filters, top_k, include_sources, embedder)
+    except sqlite3.DatabaseError as exc:  # damaged under us: it is derived, so rebuild once
+        log.warning("search index %s unusable (%s); rebuilding", index.path, exc)
+        index.discard()
+        ranked = _run(index, method, query, match, filters, top_k, include_sources, embedder)
+    return [_hit(row, score) for row, score in ranked]
+
+
+def _run(index: SearchIndex, method: str, query: str, match: str, filters: Filters, top_k: int,
+         include_sources: bool,
+         embedder: Embedder | None) -> list[tuple[dict[str, Any], float]]:
     index.refresh(("topic", "source") if include_sources else ("topic",))
     if method == "bm25":
-        ranked = bm25_rows(index, match, filters, top_k)
-    elif method == "embedding":
-        assert embedder is not None
-        ranked = embedding_rows(index, query, filters, top_k, embedder)
-    else:
-        assert embedder is not None
-        depth = max(FUSION_DEPTH, top_k)
-        lexical = bm25_rows(index, match, filters, depth) if match else []
-        semantic = embedding_rows(index, query, filters, depth, embedder)
-        ranked = fuse([lexical, semantic], top_k)
-    return [_hit(row, score) for row, score in ranked]
+        return bm25_rows(index, match, filters, top_k)
+    assert embedder is not None
+    if method == "embedding":
+        return embedding_rows(index, query, filters, top_k, embedder)
+    depth = max(FUSION_DEPTH, top_k)
+    lexical = bm25_rows(index, match, filters, depth) if match else []
+    semantic = embedding_rows(index, query, filters, depth, embedder)
+    return fuse([lexical, semantic], top_k)

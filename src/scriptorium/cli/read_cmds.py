@@ -1,0 +1,132 @@
+"""``scriptorium memory search``, ``memory follow`` and ``memory reorganize``: reading memory
+back and tidying it, from the shell."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..errors import ScriptoriumError
+from .app import App, command, memory, output
+
+
+def _workspace(app: App, *, create: bool):
+    """The home's memory workspace, or None when there is none yet (nothing to read)."""
+    from ..memory.search import attach
+    from ..memory.workspace import Workspace
+
+    root = app.home / "memory"
+    if not create and not root.is_dir():
+        return None
+    ws = Workspace.open(root, create=create)
+    attach(ws)
+    return ws
+
+
+def _human_hits(data: dict[str, Any]) -> str:
+    if not data["hits"]:
+        return "no matches"
+    lines = []
+    for hit in data["hits"]:
+        where = f"{hit['path']}#^{hit['block_id']}" if hit.get("block_id") else \
+            f"{hit['path']} ({hit.get('source_id')})"
+        when = f" [{', '.join(hit['dates'])}]" if hit.get("dates") else ""
+        lines.append(f"{hit['score']:.4g}  {where}{when}\n    {hit['text']}")
+        if hit["kind"] == "claim" and hit["sources"]:
+            lines.append("    cites: " + ", ".join(hit["sources"]))
+    return "\n".join(lines)
+
+
+@command(memory, "search")
+@click.argument("query")
+@click.option("--top-k", type=int, default=5, show_default=True, help="How many hits.")
+@click.option("--path", "path_prefix", default=None,
+              help="Only under this folder or file (relative to topics/, or sources/...).")
+@click.option("--since", default=None, help="Evidence dated on or after YYYY[-MM[-DD]].")
+@click.option("--until", default=None, help="Evidence dated on or before YYYY[-MM[-DD]].")
+@click.option("--speaker", default=None,
+              help="Archived turns of this speaker (id, name or label; needs --sources).")
+@click.option("--sources", "include_sources", is_flag=True,
+              help="Also search the archived turns themselves.")
+@click.option("--method", type=click.Choice(["bm25", "embedding", "hybrid"]), default="bm25",
+              show_default=True,
+              help="embedding/hybrid need a local embedding model (optional extra).")
+def search_cmd(app: App, query: str, top_k: int, path_prefix: str | None, since: str | None,
+               until: str | None, speaker: str | None, include_sources: bool,
+               method: str) -> None:
+    """Search memory for QUERY: topic claims (and, with --sources, archived turns)."""
+    from ..memory.search import search
+    from ..memory.search.query import check_arguments
+
+    ws = _workspace(app, create=False)
+    if ws is None:  # no memory yet: still refuse bad arguments, then report nothing found
+        check_arguments(query, top_k=top_k, path_prefix=path_prefix, since=since, until=until,
+                        speaker=speaker, include_sources=include_sources, method=method)
+        hits = []
+    else:
+        hits = search(ws, query, top_k=top_k, path_prefix=path_prefix, since=since,
+                      until=until, speaker=speaker, include_sources=include_sources,
+                      method=method)
+    output(app, {"hits": [h.to_dict() for h in hits]}, _human_hits)
+
+
+@command(memory, "follow")
+@click.argument("source_id")
+def follow_cmd(app: App, source_id: str) -> None:
+    """Where SOURCE_ID (a source a hit cites) came from: its session and turn."""
+    from ..memory.search import follow
+    from ..memory.workspace import Workspace
+
+    root = app.home / "memory"
+    ws = Workspace(root)  # reading the archive needs no layout, lock or history
+    data = follow(ws, source_id)
+    if data["session_id"] is not None:
+        store = app.store()
+        data["in_session_store"] = False
+        if store.exists(data["session_id"]):
+            try:
+                node = store.get_node(data["session_id"], data["node_id"])
+            except ScriptoriumError:  # an unknown node is reported, not raised
+                node = None
+            if node is not None:
+                data["in_session_store"] = True
+                data["turn"] = node.to_message(data["session_id"])
+
+    def human(d: dict[str, Any]) -> str:
+        head = (f"session {d['session_id']}, turn {d['node_id']}" if d["session_id"]
+                else f"{d['provider']} {d['thread']}/{d['message']}")
+        if d["archived"]:
+            return f"{head}\n{d['timestamp']} {d['label']}: {d['content']}"
+        return f"{head} (not in the archive)"
+
+    output(app, data, human)
+
+
+@command(memory, "reorganize")
+@click.option("--writer", type=click.Choice(["embedded", "llm"]), default="embedded",
+              show_default=True,
+              help="embedded: deterministic near-duplicate merging; llm: the configured model.")
+def reorganize_cmd(app: App, writer: str) -> None:
+    """Merge paragraphs that say the same thing (every id and citation kept). Refuses a
+    result that would drop more than a quarter of the blocks."""
+    from ..memory.reorganize import reorganize
+
+    ws = _workspace(app, create=True)
+    report = reorganize(ws, writer_kind=writer, settings=app.settings())
+
+    def human(d: dict[str, Any]) -> str:
+        lines = [f"reorganize ({d['writer']}): {d['status']}, {d['before_blocks']} -> "
+                 f"{d['after_blocks']} paragraph(s)"]
+        for group in d["merged"]:
+            lines.append(f"  merged into ^{group['kept']} ({group['path']}): " +
+                         ", ".join("^" + a for a in group["aliases"]))
+        for path in d["changed_files"]:
+            lines.append(f"  changed {path}")
+        if d["dropped"]:
+            lines.append("  no longer resolving: " + ", ".join("^" + i for i in d["dropped"]))
+        for path in d["skipped"]:
+            lines.append(f"  left alone (does not parse): {path}")
+        return "\n".join(lines)
+
+    output(app, report.to_dict(), human)
