@@ -166,8 +166,12 @@ class Transaction:
         self.discard()
 
     def discard(self) -> None:
-        """Drop the stage; nothing is installed. Safe to call twice."""
+        """Drop the stage; nothing is installed. Safe to call twice. A stage an interrupted
+        install still needs (the journal names it: its backups live there) is left for
+        recovery."""
         self.closed = True
+        if _journal_dir(self.workspace) == self.dir.name:
+            return
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- commit -------------------------------------------------------------------------------------
@@ -396,10 +400,20 @@ class _Plan:
             result.commit = ws.git.commit_all(message, paths=["topics", "sources"])
         except ScriptoriumError as exc:
             result.warnings.append(f"git commit failed (the install stands): {exc}")
+        fault_point("git-committed")
+        done_install(ws)
         return result
 
 
 # -- the journaled install ---------------------------------------------------------------------------
+
+
+def _journal_dir(ws: "Workspace") -> str | None:
+    try:
+        journal = json.loads(ws.journal_path.read_text(encoding="utf-8"))
+        return str(journal["dir"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _allowed_rel(ws: "Workspace", rel: str) -> bool:
@@ -453,9 +467,13 @@ def install_files(ws: "Workspace", txdir: Path, tx_id: str, writes: dict[str, by
     except Exception:
         _roll_back(ws, txdir, entries)
         raise
+    # Anything else (KeyboardInterrupt, a simulated crash) is treated like a crash: the journal
+    # stays and the next lock holder finishes or rolls back.
     fault_point("committed")
     _finish(ws, txdir, entries)
     fault_point("cleaned")
+    # The journal stays until the caller has made the git commit (done_install), so a crash
+    # before that commit is finished, history included, by the next lock holder.
 
 
 def _prune_empty_dirs(ws: "Workspace", rels: Iterable[str]) -> None:
@@ -495,6 +513,10 @@ def _finish(ws: "Workspace", txdir: Path, entries: list[dict]) -> None:
     shutil.rmtree(txdir / "backup", ignore_errors=True)
     shutil.rmtree(txdir / "new", ignore_errors=True)
     _prune_empty_dirs(ws, [e["path"] for e in entries if e["op"] == "delete"])
+
+
+def done_install(ws: "Workspace") -> None:
+    """Retire the journal once the install is committed to git."""
     ws.journal_path.unlink(missing_ok=True)
     fsync_dir(ws.runtime_dir)
 
@@ -530,6 +552,7 @@ def recover_install(ws: "Workspace") -> str | None:
                                   paths=["topics", "sources"])
             except ScriptoriumError:
                 pass  # history catches up at the next commit (git add -A)
+        done_install(ws)
         return "finished"
     _roll_back(ws, txdir, entries)
     shutil.rmtree(txdir, ignore_errors=True)

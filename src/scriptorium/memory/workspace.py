@@ -190,18 +190,25 @@ class Workspace:
             for path in (ws.root, ws.topics_dir, ws.sources_dir, ws.runtime_dir):
                 path.mkdir(mode=0o700, parents=True, exist_ok=True)
         needs_git = create and not ws.git.exists
-        if needs_git or ws.journal_path.exists():
+        journal = ws.journal_path.exists()
+        if needs_git or journal or (create and ws._has_stages()):
             try:
-                with ws.lock(timeout=OPEN_LOCK_TIMEOUT if create else 0.2):
+                with ws.lock(timeout=OPEN_LOCK_TIMEOUT if needs_git else 0.2):
                     ws.recover()
                     if create and not ws.git.exists:
                         ws.git.ensure(exclude=GIT_EXCLUDE,
                                       initial_message="memory: initialize history")
             except ConcurrentUpdate:
-                if create:
+                if needs_git:
                     raise
-                # read-only callers may go on: the lock holder recovers before it installs
+                # others may go on: the lock holder recovers before it installs anything
         return ws
+
+    def _has_stages(self) -> bool:
+        try:
+            return any(name.startswith("tx-") for name in os.listdir(self.runtime_dir))
+        except OSError:
+            return False
 
     @property
     def journal_path(self) -> Path:
