@@ -34,6 +34,7 @@ from .records import MARK_KEY, PROVIDER, records
 from .sources import first_legacy_header, parse_v2, pct_decode, read_text, split_source_id
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .workspace import Workspace
     from .writing import Memory
 
 MIGRATE_LOCK_TIMEOUT = 10.0
@@ -77,31 +78,22 @@ class MigrationReport:
 # -- the cheap check -----------------------------------------------------------------------
 
 
-def _workspace_root(workspace: Any) -> Path:
-    root = getattr(workspace, "root", None)
-    return Path(root if root is not None else workspace.sources.root)
-
-
-def _runtime_path(workspace: Any) -> Path:
-    return Path(workspace.runtime_dir) / "runtime.json"
-
-
-def _raw_runtime(workspace: Any) -> dict | None:
+def _raw_runtime(workspace: "Workspace") -> dict | None:
     try:
-        data = json.loads(_runtime_path(workspace).read_bytes())
+        data = json.loads(workspace.runtime_path.read_bytes())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def has_cursors(workspace: Any) -> bool:
+def has_cursors(workspace: "Workspace") -> bool:
     """Does runtime.json still carry the legacy ``cursors`` key? Raw read, no lock; anything
     unreadable counts as no (the tolerant load would drop it anyway)."""
     data = _raw_runtime(workspace)
     return data is not None and "cursors" in data
 
 
-def _cursor_sessions(workspace: Any) -> list[str]:
+def _cursor_sessions(workspace: "Workspace") -> list[str]:
     """The session names the cursors mention (their values are never used)."""
     cursors = (_raw_runtime(workspace) or {}).get("cursors")
     return [k for k in cursors if isinstance(k, str)] if isinstance(cursors, dict) else []
@@ -218,7 +210,7 @@ def migrate(memory: "Memory", progress: Progress | None = None) -> MigrationRepo
             return report
         report.migrated = True
         workspace_id = workspace.workspace_id
-        candidates = archive_candidates(_workspace_root(workspace))
+        candidates = archive_candidates(workspace.root)
         for session_id in _cursor_sessions(workspace):
             if session_id not in candidates:
                 report.skipped[session_id] = "no candidates in the archive"
@@ -269,11 +261,10 @@ def _migrate_session(store: Any, session_id: str, candidates: list[str], workspa
     report.marked[session_id] = nodes
 
 
-def _drop_cursors(workspace: Any) -> None:
+def _drop_cursors(workspace: "Workspace") -> None:
     """Re-save runtime.json through the tolerant load: ``cursors`` goes, counters stay."""
     state = workspace.load_runtime()
-    if hasattr(state, "cursors"):
-        state.cursors = None
+    state.cursors = None
     workspace.save_runtime(state)
 
 
