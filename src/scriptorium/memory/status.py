@@ -1,0 +1,119 @@
+"""Read-only views of a workspace: ``memory status`` and ``memory show``.
+
+Both only read (status may create the workspace identity on first use, so the id it reports
+is the one marks will carry). Broken topic files are reported, not fatal: status is what you
+run to find out what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import Any
+
+from ..errors import InvalidInput, NotFound
+from ..fsutil import safe_join
+from .topics import BLOCK_ID_RE, Block, Evidence, TopicDoc, render_block, render_evidence
+from .workspace import Workspace
+
+
+def source_files(ws: Workspace) -> list[str]:
+    """Workspace-relative ``sources/**.md`` regular files (no symlinks), sorted."""
+    out: list[str] = []
+    base = ws.sources_dir
+    if not base.is_dir() or base.is_symlink():
+        return out
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if name.endswith(".md") and not os.path.islink(full) and os.path.isfile(full):
+                out.append(os.path.relpath(full, ws.root).replace(os.sep, "/"))
+    return sorted(out)
+
+
+def workspace_status(ws: Workspace) -> dict[str, Any]:
+    """Identity, revision and what the workspace holds (plus any topic format problems)."""
+    docs = ws.topic_docs(strict=False)
+    frames = list(ws.sources.iter_frames())
+    problems = [{"path": p.path, "line": p.line, "message": p.what}
+                for doc in docs for p in doc.problems[:1]]
+    return {
+        "workspace_id": ws.workspace_id,
+        "revision": ws.revision(),
+        "counts": {
+            "topics": len(docs),
+            "blocks": sum(len(d.blocks) for d in docs),
+            "evidence": sum(len(d.evidence) for d in docs),
+            "sources": len(frames),
+            "source_files": len(source_files(ws)),
+        },
+        "invalid_topics": problems,
+        "interrupted_install": ws.journal_path.exists(),
+    }
+
+
+def _source_view(ws: Workspace, doc: TopicDoc, evidence: Evidence) -> dict[str, Any]:
+    return {"fid": evidence.fid, "when": evidence.when, "line": evidence.line,
+            "sources": [{"label": s.label, "target": s.target,
+                         "source_id": ws.sources.resolve_target(doc.path, s.target)}
+                        for s in evidence.sources]}
+
+
+def block_view(ws: Workspace, doc: TopicDoc, block: Block) -> dict[str, Any]:
+    """One block with its footnotes, each source resolved to its id (None if missing)."""
+    evidence = [doc.evidence[fid] for fid in dict.fromkeys(block.citations)
+                if fid in doc.evidence]
+    return {
+        "path": doc.path,
+        "block_id": block.id,
+        "aliases": list(block.aliases),
+        "line": block.line,
+        "headings": list(block.headings),
+        "text": block.text,
+        "claims": [{"text": c.text, "citations": list(c.citations)} for c in block.claims],
+        "evidence": [_source_view(ws, doc, ev) for ev in evidence],
+        "markdown": "\n".join([render_block(block), ""] + [render_evidence(ev) for ev in evidence]),
+    }
+
+
+def _topic_rel(ws: Workspace, ref: str) -> str | None:
+    """The topic file ``ref`` names (relative to topics/ or to the workspace), or None.
+    A path that escapes the workspace is refused outright."""
+    if not ref or "/" not in ref and not ref.endswith(".md"):
+        return None
+    if ref.startswith("topics/"):
+        safe_join(ws.root, ref, "topic path")
+        rel = posixpath.normpath(ref)
+    else:
+        safe_join(ws.topics_dir, ref, "topic path")
+        rel = posixpath.normpath(posixpath.join("topics", ref))
+    if not rel.startswith("topics/"):
+        raise InvalidInput(f"invalid topic path {ref!r}: not under topics/")
+    return rel if rel in set(ws.topic_paths()) else None
+
+
+def show(ws: Workspace, ref: str) -> dict[str, Any]:
+    """``ref`` is a topic file (``projects/x.md`` or ``topics/projects/x.md``) or a block id
+    (``f888f60e`` or ``^f888f60e``; aliases too). Unknown ⇒ NotFound."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise InvalidInput("memory show needs a topic path or a block id")
+    ref = ref.strip()
+    rel = _topic_rel(ws, ref)
+    if rel is not None:
+        data = (ws.root / rel).read_bytes()
+        doc = ws.read_topic(rel, strict=False)
+        return {
+            "kind": "topic",
+            "path": rel,
+            "text": data.decode("utf-8", errors="replace"),
+            "blocks": [{"block_id": b.id, "aliases": list(b.aliases), "line": b.line,
+                        "headings": list(b.headings), "text": b.text} for b in doc.blocks],
+            "problems": [{"line": p.line, "message": p.what} for p in doc.problems],
+        }
+    block_id = ref[1:] if ref.startswith("^") else ref
+    if BLOCK_ID_RE.fullmatch(block_id):
+        found = ws.find_block(block_id)
+        if found is not None:
+            return {"kind": "block", **block_view(ws, *found)}
+    raise NotFound(f"no topic file or block named {ref!r} in {ws.root}")
