@@ -1,0 +1,539 @@
+"""Reorganize memory: merge paragraphs that say the same thing, and never silently lose one.
+
+Duplicates accumulate for ordinary reasons: a non-idempotent writer redoing a batch after a
+crash writes the same turn twice; two branches of a conversation restate the same fact. The
+``embedded`` organizer finds near-duplicate blocks deterministically (normalised word sets,
+then an order-aware ratio; numbers and negations must agree) and merges each group into its
+first block: the merged ids become aliases of the kept one (`` ^old ^kept``, memory reference
+§2.4), every citation moves with its claim, equivalent footnotes collapse into one. The
+``llm`` organizer lets a model edit the staged topics with the writer's file tools.
+
+Whatever edits the stage, the result goes through the same transaction as a write (purpose
+``reorganize``: no new evidence may be cited) and is refused when more than a quarter of the
+block ids that existed before no longer resolve (an id kept as an alias counts as kept):
+consolidation that deletes is the failure users of other memory systems complain about most.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import math
+import os
+import posixpath
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..config import Settings
+from ..errors import InvalidInput, ScriptoriumError
+from .topics import (Block, Claim, Evidence, Heading, SourceLink, TopicDoc, TopicFormatError,
+                     parse_topic, render_topic, repoint_block_links)
+
+LOCK_TIMEOUT = 5.0
+MAX_DROP_SHARE = 0.25
+JACCARD_MIN = 0.85
+RATIO_MIN = 0.85
+COMMIT_MESSAGE = "memory: reorganize topics"
+
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "nobody", "neither", "nor",
+                        "cannot", "without", "don't", "doesn't", "didn't", "won't", "isn't",
+                        "aren't", "wasn't", "weren't", "can't", "shouldn't", "wouldn't",
+                        "couldn't", "不", "没", "别", "未", "无"})
+_NEGATION_SUFFIX = "n't"
+
+
+class ReorganizeRefused(ScriptoriumError):
+    """The reorganized topics would lose too many blocks; nothing was installed."""
+
+    code = "REORGANIZE_REFUSED"
+
+
+@dataclass
+class ReorganizeReport:
+    """What a reorganize did. ``status``: ``ok`` (installed), ``unchanged`` (nothing to do),
+    ``empty`` (no topics). ``merged``: one entry per group folded into a kept block."""
+
+    status: str
+    changed_files: list[str] = field(default_factory=list)
+    merged: list[dict[str, Any]] = field(default_factory=list)
+    before_blocks: int = 0
+    after_blocks: int = 0
+    writer: str = "embedded"
+    revision: str | None = None
+    dropped: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    summary: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "changed_files": list(self.changed_files),
+                "merged": [dict(m) for m in self.merged], "before_blocks": self.before_blocks,
+                "after_blocks": self.after_blocks, "writer": self.writer,
+                "revision": self.revision, "dropped": list(self.dropped),
+                "skipped": list(self.skipped), "summary": self.summary}
+
+
+# -- similarity --------------------------------------------------------------------------------
+
+
+def tokens(text: str) -> list[str]:
+    """Casefolded words, with CJK text split into characters (it has no spaces)."""
+    out: list[str] = []
+    for word in _WORD_RE.findall(text.casefold().replace("’", "'")):
+        if _CJK_RE.search(word):
+            rest = _CJK_RE.sub(" ", word).split()
+            out.extend(rest)
+            out.extend(_CJK_RE.findall(word))
+        else:
+            out.append(word)
+    return out
+
+
+def _guards(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Numbers and negations: two texts differing in these do not say the same thing."""
+    folded = text.casefold().replace("’", "'")
+    numbers = frozenset(_NUMBER_RE.findall(folded))
+    words = re.findall(r"[^\W_]+(?:'[^\W_]+)?", folded)
+    negations = frozenset(w for w in words if w in _NEGATIONS or w.endswith(_NEGATION_SUFFIX))
+    negations |= frozenset(ch for ch in folded if ch in _NEGATIONS)
+    return numbers, negations
+
+
+@dataclass
+class _Entry:
+    doc_index: int
+    block: Block
+    text: str
+    tokens: list[str]
+    token_set: frozenset[str]
+    guards: tuple[frozenset[str], frozenset[str]]
+
+
+def same_thing(a: str, b: str, *, jaccard_min: float = JACCARD_MIN,
+               ratio_min: float = RATIO_MIN) -> bool:
+    """Do two paragraph texts say the same thing? Identical words always do; otherwise the
+    word sets must overlap (Jaccard), the word sequences must align (difflib ratio), and
+    numbers and negations must be the same."""
+    ta, tb = tokens(a), tokens(b)
+    return _similar(ta, frozenset(ta), _guards(a), tb, frozenset(tb), _guards(b),
+                    jaccard_min, ratio_min)
+
+
+def _similar(ta: list[str], sa: frozenset[str], ga: Any, tb: list[str], sb: frozenset[str],
+             gb: Any, jaccard_min: float, ratio_min: float) -> bool:
+    if not ta or not tb:
+        return False
+    if ta == tb:
+        return True
+    if ga != gb:
+        return False
+    union = len(sa | sb)
+    if not union or len(sa & sb) / union < jaccard_min:
+        return False
+    return difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio() >= ratio_min
+
+
+def find_duplicates(entries: list[_Entry], jaccard_min: float = JACCARD_MIN,
+                    ratio_min: float = RATIO_MIN) -> dict[int, list[int]]:
+    """Groups of near-duplicates: kept entry index -> indexes merged into it (in order).
+
+    Greedy and order-preserving: each entry joins the first earlier *kept* entry it
+    resembles, so a group never chains through a member that only resembles another member.
+    Candidates come from prefix filtering (a pair above the Jaccard threshold must share one
+    of each set's rarest words), so this stays far from quadratic on large workspaces.
+    """
+    freq: Counter[str] = Counter()
+    for e in entries:
+        freq.update(e.token_set)
+    index: dict[str, list[int]] = {}
+    kept: dict[int, list[int]] = {}
+    for i, e in enumerate(entries):
+        if not e.token_set:
+            continue
+        ordered = sorted(e.token_set, key=lambda t: (freq[t], t))
+        size = len(ordered)
+        prefix = ordered[: size - math.ceil(jaccard_min * size) + 1]
+        seen: set[int] = set()
+        target = None
+        for token in prefix:
+            for j in index.get(token, ()):
+                if j in seen:
+                    continue
+                seen.add(j)
+                other = entries[j]
+                if len(other.token_set) < jaccard_min * size or \
+                        size < jaccard_min * len(other.token_set):
+                    continue
+                if _similar(other.tokens, other.token_set, other.guards, e.tokens,
+                            e.token_set, e.guards, jaccard_min, ratio_min):
+                    if target is None or j < target:
+                        target = j
+        if target is not None:
+            kept[target].append(i)
+            continue
+        kept[i] = []
+        for token in prefix:
+            index.setdefault(token, []).append(i)
+        # A kept entry must also be findable from entries whose prefix holds its other words.
+        for token in ordered[len(prefix):]:
+            index.setdefault(token, []).append(i)
+    return {k: v for k, v in kept.items() if v}
+
+
+# -- editing staged topic files ----------------------------------------------------------------
+
+
+def _block_text(block: Block) -> str:
+    return " ".join(c.text for c in block.claims if c.text)
+
+
+def _rebase(target: str, from_path: str, to_path: str) -> str:
+    """A relative link target written in ``from_path``, rewritten for ``to_path``."""
+    link, sep, frag = target.partition("#")
+    if not link or "://" in link or link.startswith("/") or not link.endswith(".md"):
+        return target
+    absolute = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), link))
+    rel = posixpath.relpath(absolute, posixpath.dirname(to_path) or ".")
+    return rel + sep + frag
+
+
+class _Stage:
+    """The staged topic files, parsed, with the edits a merge needs."""
+
+    def __init__(self, stage: Path, resolve: Callable[[str, str], str | None],
+                 link_for: Callable[[str, str], str | None]):
+        self.stage = Path(stage)
+        self.resolve = resolve
+        self.link_for = link_for
+        self.docs: list[TopicDoc] = []
+        self.skipped: list[str] = []
+        self.dirty: set[int] = set()
+        for rel in topic_files(self.stage):
+            try:
+                text = (self.stage / rel).read_text(encoding="utf-8")
+                self.docs.append(parse_topic(text, rel, strict=True))
+            except (TopicFormatError, UnicodeDecodeError, OSError):
+                self.skipped.append(rel)  # never rewrite what we cannot read exactly
+
+    def evidence_key(self, doc: TopicDoc, fid: str) -> tuple[str, tuple[str, ...]] | None:
+        ev = doc.evidence.get(fid)
+        if ev is None:
+            return None
+        targets = []
+        for link in ev.sources:
+            sid = self.resolve(doc.path, link.target)
+            targets.append(sid if sid is not None else
+                           "link:" + _rebase(link.target, doc.path, "topics/_.md"))
+        return ev.when, tuple(sorted(set(targets)))
+
+    def adopt(self, doc: TopicDoc, fid: str, src: TopicDoc, after: Block) -> str:
+        """The footnote id in ``doc`` meaning what ``fid`` means in ``src``: an equivalent
+        existing definition, else a copy (links re-pointed from ``doc``'s directory)."""
+        key = self.evidence_key(src, fid)
+        for own in doc.evidence:
+            if self.evidence_key(doc, own) == key:
+                return own
+        ev = src.evidence[fid]
+        sources = []
+        for link in ev.sources:
+            sid = self.resolve(src.path, link.target)
+            target = (self.link_for(doc.path, sid) if sid is not None else None) \
+                or _rebase(link.target, src.path, doc.path)
+            sources.append(SourceLink(link.label, target))
+        new_fid = fid
+        k = 0
+        while new_fid in doc.evidence:
+            new_fid = "e-" + hashlib.sha256(
+                f"evidence|{ev.when}|{'|'.join(s.target for s in sources)}|{k}"
+                .encode()).hexdigest()[:10]
+            k += 1
+        copy = Evidence(new_fid, ev.when, sources)
+        doc.evidence[new_fid] = copy
+        doc.items.insert(self._definition_slot(doc, after), copy)
+        return new_fid
+
+    @staticmethod
+    def _definition_slot(doc: TopicDoc, block: Block) -> int:
+        """Where a new definition for ``block`` goes: after the run of definitions that
+        follows it (or right after it)."""
+        pos = next(i for i, item in enumerate(doc.items) if item is block) + 1
+        while pos < len(doc.items) and isinstance(doc.items[pos], Evidence):
+            pos += 1
+        return pos
+
+    def merge(self, kept_doc: TopicDoc, kept: Block, doc: TopicDoc, block: Block) -> None:
+        """Fold ``block`` (of ``doc``) into ``kept``: ids become aliases, each claim's
+        citations join the most similar kept claim, the block leaves its file."""
+        for claim in block.claims:
+            if not claim.citations:
+                continue
+            target = max(kept.claims, key=lambda c: difflib.SequenceMatcher(
+                None, tokens(c.text), tokens(claim.text), autojunk=False).ratio())
+            for fid in claim.citations:
+                own = self.adopt(kept_doc, fid, doc, kept)
+                target.citations.append(own)
+        # Equivalent footnotes cited side by side collapse into the first.
+        for claim in kept.claims:
+            seen: dict[Any, str] = {}
+            out: list[str] = []
+            for fid in claim.citations:
+                key = self.evidence_key(kept_doc, fid) or fid
+                if key not in seen:
+                    seen[key] = fid
+                    out.append(fid)
+            claim.citations = out
+        kept.aliases = list(dict.fromkeys(
+            [*kept.aliases, *block.aliases, block.id])) if block.id else kept.aliases
+        kept.text = " ".join(c.text + "".join(f"[^{f}]" for f in c.citations)
+                             for c in kept.claims)
+        doc.items = [item for item in doc.items if item is not block]
+        doc.blocks = [b for b in doc.blocks if b is not block]
+        self.dirty.add(id(kept_doc))
+        self.dirty.add(id(doc))
+
+    def write(self) -> list[str]:
+        """Write back every edited file (unused definitions and empty sections pruned, a
+        file left without blocks removed) and re-point block links to moved ids."""
+        where = {i: doc.path for doc in self.docs for b in doc.blocks for i in b.ids}
+        changed: list[str] = []
+        for doc in self.docs:
+            path = self.stage / doc.path
+            if id(doc) in self.dirty:
+                cited = {fid for b in doc.blocks for fid in b.citations}
+                doc.items = _prune_sections([
+                    item for item in doc.items
+                    if not (isinstance(item, Evidence) and item.fid not in cited)])
+                if not doc.blocks:
+                    path.unlink()
+                    changed.append(doc.path)
+                    continue
+                text = render_topic(doc)
+            else:
+                text = path.read_text(encoding="utf-8")
+            text2 = repoint_block_links(text, doc.path, where)
+            if id(doc) in self.dirty or text2 != text:
+                path.write_text(text2, encoding="utf-8")
+                changed.append(doc.path)
+        return changed
+
+
+def _prune_sections(items: list) -> list:
+    """Drop headings whose section no longer holds a block (with what else is in it)."""
+    out = []
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if isinstance(item, Heading):
+            j = i + 1
+            while j < len(items) and not (isinstance(items[j], Heading)
+                                          and items[j].level <= item.level):
+                j += 1
+            if not any(isinstance(x, Block) for x in items[i + 1:j]):
+                i = j
+                continue
+        out.append(item)
+        i += 1
+    return out
+
+
+def topic_files(stage: Path) -> list[str]:
+    """Workspace-relative paths of the ``topics/**.md`` files under ``stage`` (no symlinks)."""
+    base = Path(stage) / "topics"
+    out: list[str] = []
+    if not base.is_dir() or base.is_symlink():
+        return out
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames
+                             if not os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            if name.endswith(".md") and not os.path.islink(full):
+                out.append(Path(full).relative_to(stage).as_posix())
+    return sorted(out)
+
+
+def merge_duplicates(stage: Path, resolve: Callable[[str, str], str | None],
+                     link_for: Callable[[str, str], str | None], *,
+                     jaccard_min: float = JACCARD_MIN,
+                     ratio_min: float = RATIO_MIN) -> tuple[list[dict[str, Any]], list[str]]:
+    """The embedded organizer: merge near-duplicate blocks of the staged topics in place.
+    Returns (merge groups, files it could not parse and left alone)."""
+    staged = _Stage(stage, resolve, link_for)
+    entries: list[_Entry] = []
+    for d, doc in enumerate(staged.docs):
+        for block in doc.blocks:
+            if not block.id:  # legacy blocks have no id to keep as an alias
+                continue
+            text = _block_text(block)
+            toks = tokens(text)
+            entries.append(_Entry(d, block, text, toks, frozenset(toks), _guards(text)))
+    groups = find_duplicates(entries, jaccard_min, ratio_min)
+    merged: list[dict[str, Any]] = []
+    for k in sorted(groups):
+        keep = entries[k]
+        kept_doc = staged.docs[keep.doc_index]
+        absorbed: list[str] = []
+        paths = []
+        for i in groups[k]:
+            other = entries[i]
+            doc = staged.docs[other.doc_index]
+            absorbed.extend(other.block.ids)
+            paths.append(doc.path)
+            staged.merge(kept_doc, keep.block, doc, other.block)
+        merged.append({"kept": keep.block.id, "aliases": absorbed, "path": kept_doc.path,
+                       "from": sorted(set(paths)), "text": keep.text[:200]})
+    if merged:
+        staged.write()
+    return merged, staged.skipped
+
+
+# -- the census that guards against loss -------------------------------------------------------
+
+
+def census(stage: Path) -> tuple[int, set[str], set[str]]:
+    """(paragraphs, identity ids, every id incl. aliases) of the staged topics, read
+    leniently so a file the organizer broke still counts what it holds."""
+    blocks = 0
+    identities: set[str] = set()
+    every: set[str] = set()
+    for rel in topic_files(stage):
+        try:
+            text = (Path(stage) / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        doc = parse_topic(text, rel, strict=False)
+        for block in doc.blocks:
+            if not block.ids:
+                continue
+            blocks += 1
+            if block.id:
+                identities.add(block.id)
+            every.update(block.ids)
+    return blocks, identities, every
+
+
+def check_loss(before_ids: set[str], after_ids: set[str],
+               max_share: float = MAX_DROP_SHARE) -> list[str]:
+    """Ids that no longer resolve; raises ReorganizeRefused when they are more than
+    ``max_share`` of the blocks that existed before (aliases count as kept)."""
+    dropped = sorted(before_ids - after_ids)
+    if before_ids and len(dropped) > max_share * len(before_ids):
+        raise ReorganizeRefused(
+            f"reorganize refused: it would drop {len(dropped)} of {len(before_ids)} blocks "
+            f"(more than {int(max_share * 100)}%), e.g. ^{dropped[0]}; nothing was changed")
+    return dropped
+
+
+# -- organizers --------------------------------------------------------------------------------
+
+@dataclass
+class Organized:
+    """What an organizer reports about its edits of the stage."""
+
+    merged: list[dict[str, Any]] = field(default_factory=list)
+    summary: str = ""
+    skipped: list[str] = field(default_factory=list)
+
+
+Organizer = Callable[[Path, Any], Organized]
+
+
+def embedded_organizer(stage: Path, workspace: Any) -> Organized:
+    """Deterministic near-duplicate merging (see the module docstring)."""
+    sources = workspace.sources
+    merged, skipped = merge_duplicates(stage, sources.resolve_target, sources.canonical_link)
+    note = f"; left {len(skipped)} unreadable file(s) alone" if skipped else ""
+    return Organized(merged, f"{len(merged)} group(s) of near-duplicate paragraphs merged"
+                             f"{note}", skipped)
+
+
+def llm_organizer(settings: Settings | None) -> Organizer:
+    """A model edits the staged topics with the llm writer's file tools."""
+    from .reorganize_llm import LLMOrganizer
+
+    organizer = LLMOrganizer.from_settings(settings or Settings())
+
+    def run(stage: Path, workspace: Any) -> Organized:
+        return Organized([], organizer.organize(
+            stage, log_dir=getattr(workspace, "runtime_dir", None)))
+
+    return run
+
+
+# -- the operation -----------------------------------------------------------------------------
+
+
+def _merged_from_ids(before: dict[str, set[str]], after_stage: Path) -> list[dict[str, Any]]:
+    """For an organizer that does not report merges (a model): blocks whose alias list
+    grew, with the ids they absorbed."""
+    out = []
+    for rel in topic_files(after_stage):
+        doc = parse_topic((after_stage / rel).read_text(encoding="utf-8", errors="replace"),
+                          rel, strict=False)
+        for block in doc.blocks:
+            if not block.id:
+                continue
+            new = [a for a in block.aliases if a not in before.get(block.id, set())]
+            if new:
+                out.append({"kept": block.id, "aliases": new, "path": rel})
+    return out
+
+
+def _aliases_by_id(stage: Path) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for rel in topic_files(stage):
+        doc = parse_topic((stage / rel).read_text(encoding="utf-8", errors="replace"), rel,
+                          strict=False)
+        for block in doc.blocks:
+            if block.id:
+                out[block.id] = set(block.aliases)
+    return out
+
+
+def reorganize(workspace: Any, writer_kind: str = "embedded", settings: Settings | None = None,
+               *, organizer: Organizer | None = None,
+               lock_timeout: float = LOCK_TIMEOUT) -> ReorganizeReport:
+    """Merge paragraphs that say the same thing, through one transaction.
+
+    ``writer_kind``: ``embedded`` (deterministic, offline) or ``llm`` (the configured model).
+    ``organizer`` replaces both: a callable ``(stage, workspace) -> (merges, summary)`` that
+    edits ``stage/topics`` (tests use it to prove the loss guard). Raises ReorganizeRefused
+    (nothing installed) when more than a quarter of the blocks would stop resolving; a busy
+    workspace is a retryable ConcurrentUpdate.
+    """
+    if organizer is None:
+        if writer_kind == "embedded":
+            organizer = embedded_organizer
+        elif writer_kind == "llm":
+            organizer = llm_organizer(settings)
+        else:
+            raise InvalidInput(f"unknown reorganize writer {writer_kind!r} (embedded or llm)")
+    report = ReorganizeReport(status="empty", writer=writer_kind)
+    with workspace.lock(timeout=lock_timeout):
+        with workspace.begin(allowed_sources=[], purpose="reorganize") as tx:
+            stage = Path(tx.stage)
+            before_blocks, before_ids, _ = census(stage)
+            report.before_blocks = report.after_blocks = before_blocks
+            if not before_blocks:
+                report.summary = "no topic blocks to reorganize"
+                return report
+            before_aliases = _aliases_by_id(stage)
+            done = organizer(stage, workspace)
+            after_blocks, _, after_every = census(stage)
+            report.after_blocks = after_blocks
+            report.dropped = check_loss(before_ids, after_every)
+            report.merged = done.merged or _merged_from_ids(before_aliases, stage)
+            report.summary = done.summary
+            report.skipped = list(done.skipped)
+            result = tx.commit(COMMIT_MESSAGE)
+    report.changed_files = sorted(result.changed_files)
+    report.revision = getattr(result, "revision", None)
+    report.status = "ok" if report.changed_files else "unchanged"
+    if not report.changed_files:
+        report.merged = []
+    return report

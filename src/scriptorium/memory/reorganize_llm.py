@@ -1,0 +1,83 @@
+"""The ``llm`` organizer: a model tidies the staged topics with the llm writer's file tools.
+
+It reuses the llm writer (endpoint settings, file tools confined to ``stage/topics``, the
+tool loop, failure classification and run log) and changes only what the model is told: no
+batch of turns, the workspace structure, and the rules of a reorganize (keep ids, merge into
+the first block keeping the others' ids as aliases, keep every citation, cite nothing new).
+The transaction and the loss guard in :mod:`.reorganize` judge the result, not the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..errors import ScriptoriumError
+from ..tokens import count_tokens
+from .writers.base import WriteRequest, WriterAudit
+from .writers.llm import LLMWriter, RunStats, _is_openai_error, classify_openai_error
+from .writers.llm_prompt import render_structure
+from .writers.llm_tools import StageTools
+
+SYSTEM_PROMPT = """\
+You reorganize a long-term memory: Markdown topic files under topics/ whose paragraphs state \
+what was said in conversations, each claim citing the turn it came from with a footnote. Use \
+the file tools to make small edits. Do not add information: you see no new conversation.
+
+What to do:
+- Merge paragraphs that say the same thing (often the same turn recorded twice) into ONE \
+paragraph: keep the first paragraph's text, append the other paragraph's citations to the \
+matching claim, and end the merged paragraph with every id of both, the kept id last: \
+"... claim.[^e-a][^e-b] ^oldid ^keptid". Then delete the other paragraph.
+- Move a paragraph to the topic file it belongs to when it is clearly misfiled (keep its id \
+and its footnote definitions with it).
+
+Rules the runtime checks (a violation rejects ALL your edits):
+- Never remove or change an id (" ^abc12345"); a merged paragraph keeps every id.
+- Keep every citation and its definition line ([^e-...]: Time: `...`; Sources: [...](...)) \
+exactly; define each footnote once in the file that cites it; delete definitions nobody cites.
+- Never cite anything new. Only topics/ is yours.
+- Deleting paragraphs outright is refused when it loses more than a quarter of them; merge \
+instead.
+When you are done, reply with one short sentence saying what you changed."""
+
+
+@dataclass
+class LLMOrganizer(LLMWriter):
+    """The llm writer with a reorganize task instead of a batch of turns."""
+
+    name: ClassVar[str] = "llm"
+
+    def organize(self, stage: Path, log_dir: Path | None = None) -> str:
+        """Run the model over ``stage``; returns its audit summary. Raises like the writer
+        (``MODEL_*`` codes) on endpoint failures."""
+        request = WriteRequest(batch=[], stage=Path(stage), purpose="reorganize",
+                               log_dir=log_dir)
+        audit = WriterAudit(writer=self.name)
+        stats = RunStats()
+        task = ("Task: reorganize memory. Current workspace structure:\n" +
+                render_structure(Path(stage)) +
+                "\n\nRead the files you need, merge duplicates with edit, then reply with one "
+                "short sentence.")
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT},
+                                          {"role": "user", "content": task}]
+        prompt_chars = sum(len(m["content"]) for m in messages)
+        prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
+        try:
+            client = self.client()
+            self._loop(client, messages, StageTools(Path(stage)), audit, stats)
+        except ScriptoriumError as exc:
+            self._finish(audit, stats, request, prompt_chars, prompt_tokens,
+                         outcome=exc.code, error=exc)
+            raise
+        except Exception as exc:
+            error = classify_openai_error(exc, self.base_url) if _is_openai_error(exc) else None
+            self._finish(audit, stats, request, prompt_chars, prompt_tokens,
+                         outcome=error.code if error else "WRITER_FAILURE_UNKNOWN",
+                         error=error or exc)
+            if error is None:
+                raise
+            raise error from None
+        self._finish(audit, stats, request, prompt_chars, prompt_tokens, outcome=stats.reason)
+        return audit.summary
