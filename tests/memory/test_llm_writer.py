@@ -252,6 +252,33 @@ def test_a_repair_run_is_told_why_the_previous_edits_were_rejected(stage):
     assert "## Observed" in user  # the task follows
 
 
+_DEF = "[^e1]: Time: `2026-07-25`; Sources: [a](openprogram/s/n1)"
+
+
+@pytest.mark.parametrize("broken", [
+    f"Claim.[^e1] trailing ^abcd1234\n\n{_DEF}\n",
+    "Claim.[^e1] ^abcd1234\n",
+    f"Claim.[^e1] ^abcd1234\n\n{_DEF}\n{_DEF.replace('e1', 'e2')}\n",
+    f"Claim.[^e1] ^abcd1234\n\n{_DEF}\n{_DEF}\n",
+    "Claim.[^e1] ^abcd1234\n\n[^e1]: 2026 Sources\n",
+    f"Claim.[^e1] ^abcd1234\n\n{_DEF.replace('2026-07-25', '2026-13-45')}\n",
+    "Just text. ^abcd1234\n",
+    f"Claim.[^e1]\n\n{_DEF}\n",
+    f"Claim [x](other.md).[^e1] ^abcd1234\n\n{_DEF}\n",
+    f"Claim.[^e1] ^abcd1234\n\n{_DEF.replace('[a]', '[]')}\n",
+    f"[^e1] ^abcd1234\n\n{_DEF}\n",
+])
+def test_every_topic_format_rejection_gets_specific_repair_guidance(broken):
+    from scriptorium.memory.topics import TopicFormatError, parse_topic
+    from scriptorium.memory.writers.llm_prompt import repair_preamble
+
+    with pytest.raises(TopicFormatError) as info:
+        parse_topic(broken, "topics/a.md")
+    preamble = repair_preamble(f"{info.value.code}: {info.value}")
+    assert str(info.value) in preamble
+    assert "re-check the rules" not in preamble  # not the generic fallback
+
+
 # -- tools -----------------------------------------------------------------------------------
 
 

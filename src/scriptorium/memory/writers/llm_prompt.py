@@ -74,8 +74,10 @@ small talk. When you are done, reply with one short sentence saying what you rec
 REPAIR_GUIDANCE = {
     "not evidence of this transaction": "cite only the refs listed in this batch's input, "
                                         "copied exactly",
-    "source": "cite only the refs listed in this batch's input, copied exactly as the link "
-              "target",
+    "not in the archive": "cite only the refs listed in this batch's input, copied exactly "
+                          "as the link target",
+    "empty source label": "give every source a short label: [tea preference](ref)",
+    "malformed sources list": "list sources as [label](ref), [label](ref)",
     "block ID required": "every paragraph must end with a citation group; remove stray text "
                          "lines or turn them into cited claims",
     "without a citation": "every paragraph must cite the turn it came from",
@@ -92,6 +94,10 @@ REPAIR_GUIDANCE = {
                          "in the workspace structure",
     "dangling block link": "link only to paragraph ids shown in the workspace structure",
     "append-only": "do not touch sources/; only topics/ is yours",
+    "not trusted evidence": "cite only the refs listed in this batch's input",
+    "symlinks may not": "create plain files with write, never links",
+    "only .md topic files": "name topic files topics/<subject>.md and create nothing else",
+    "not valid utf-8": "write plain UTF-8 text",
 }
 
 
