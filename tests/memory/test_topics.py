@@ -468,3 +468,9 @@ def test_local_label_shapes():
 def test_a_block_dataclass_reports_ids_in_order():
     b = Block(id="z", aliases=["x", "y"], claims=[], headings=[], line=1, text="")
     assert b.ids == ["x", "y", "z"] and b.citations == []
+
+
+def test_a_comment_anchor_or_fence_line_ends_a_paragraph():
+    for breaker in ["<!-- note -->", '<a id="x"></a>', "```\ncode\n```"]:
+        text = f"A.[^e-aaaaaaaaaa] ^b1\n{breaker}\nB.[^e-bbbbbbbbbb] ^b2\n\n{DEF_A}\n{DEF_B}\n"
+        assert [b.id for b in parse_topic(text, P).blocks] == ["b1", "b2"], breaker
