@@ -25,7 +25,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -37,7 +37,11 @@ log = logging.getLogger(__name__)
 
 INDEX_FILE = "search.sqlite"
 SCHEMA_VERSION = "1"
-RACY_NS = 3_000_000_000  # a fingerprint younger than this (vs indexing time) is re-hashed
+# A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
+# rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
+# tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
+RACY_NS = 3_000_000_000
+RACY_FINE_NS = 100_000_000
 KINDS = ("topic", "source")
 _TOP = {"topic": "topics", "source": "sources"}
 
@@ -75,7 +79,9 @@ class FileRow:
     unresolved: int
 
     def racy(self) -> bool:
-        return self.fingerprint[0] + RACY_NS >= self.checked_ns
+        mtime = self.fingerprint[0]
+        window = RACY_NS if mtime % 1_000_000_000 == 0 else RACY_FINE_NS
+        return mtime + window >= self.checked_ns
 
 
 def fingerprint(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -185,7 +191,8 @@ class SearchIndex:
                                check_same_thread=False)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # derived data: WAL + NORMAL is enough
+            conn.execute("PRAGMA cache_size=-16000")  # 16 MB: FTS merges and queries stay warm
             if self._version(conn) != SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -337,8 +344,8 @@ class SearchIndex:
                     continue
                 if _sha(data) != row.sha:
                     todo.append(rel)
-                elif row.fingerprint[0] + RACY_NS < now:
-                    settled.append(rel)
+                elif not replace(row, checked_ns=now).racy():
+                    settled.append(rel)  # old enough now: its fingerprint can be trusted
         gone = [rel for rel, row in self._files.items() if row.kind in kinds and rel not in disk]
         return sorted(todo), sorted(gone), settled
 
