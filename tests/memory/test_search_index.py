@@ -297,3 +297,30 @@ def test_readers_and_a_writer_in_other_processes_share_one_consistent_index(ws, 
     assert {h.text for h in search(ws, "batch", top_k=10)} == {
         "Kiln batch 3 came out really well.", "Kiln batch 4 came out well.",
         "Kiln batch 5 came out really well."}
+
+
+def test_an_index_damaged_in_place_under_an_open_connection_still_answers_then_heals(ws):
+    seed(ws)
+    before = [h.to_dict() for h in search(ws, "kiln glaze", top_k=10)]
+    index = SearchIndex.of(ws)
+    index.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(ws.runtime_dir / "search.sqlite", "r+b") as fh:  # same inode, bytes destroyed
+        fh.write(b"\0garbage" * 4096)
+    # The open connection answers from what it holds (or rebuilds if it must read the file).
+    assert [h.to_dict() for h in search(ws, "kiln glaze", top_k=10)] == before
+    index.close()  # what the next process sees
+    assert [h.to_dict() for h in search(ws, "kiln glaze", top_k=10)] == before
+    other = sqlite3.connect(ws.runtime_dir / "search.sqlite")  # a valid database again
+    try:
+        assert other.execute("SELECT count(*) FROM docs").fetchone()[0] == 2
+    finally:
+        other.close()
+
+
+def test_the_racy_window_is_long_on_whole_second_filesystems_and_short_elsewhere():
+    row = lambda mtime, checked: index_mod.FileRow("topic", (mtime, 0, 1, 1), "x", checked, 0)  # noqa: E731
+    second = 1_700_000_000 * 10**9
+    assert row(second, second + 2 * 10**9).racy()            # FAT-like: 2 s ticks
+    assert not row(second, second + 4 * 10**9).racy()
+    assert row(second + 123, second + 123 + 50_000_000).racy()  # ns timestamps: one tick
+    assert not row(second + 123, second + 123 + 200_000_000).racy()
