@@ -116,3 +116,49 @@ def test_a_long_turn_is_condensed_to_its_informative_sentences():
     out = condense(text)
     assert len(out) <= 600 and "6432" in out
     assert keywords("Dana Dana likes Lisbon")[0] == "dana"
+
+
+def origin_batch(*turns):
+    """Turns with node metadata, as get_branch spreads it onto message dicts."""
+    return records("offsite", [{"id": i, "role": r, "content": c, "timestamp": TS, **meta}
+                               for i, r, c, meta in turns])
+
+
+def test_an_edited_message_is_written_as_a_correction(tmp_path):
+    _, files = run(tmp_path, origin_batch(
+        ("o4-edit", "user", "Dana is vegetarian, not allergic.", {"edit_of": "o4",
+                                                                  "forked_from": "o4"})))
+    assert "The user corrected an earlier message: Dana is vegetarian, not allergic." in \
+        files["topics/lisbon-offsite.md"]
+
+
+def test_a_retried_reply_says_it_was_a_retry(tmp_path):
+    _, files = run(tmp_path, origin_batch(
+        ("o3-retry", "assistant", "Roughly 4,200 euros each.", {"forked_from": "o3"})))
+    assert "In a retried reply, the assistant answered: Roughly 4,200 euros each." in \
+        files["topics/lisbon-offsite.md"]
+
+
+def test_a_sub_agents_task_and_report_are_filed_as_sub_agent_work(tmp_path):
+    _, files = run(tmp_path, origin_batch(
+        ("sub-root", "user", "Find three vegetarian restaurants.",
+         {"spawn_branch_root": True, "source": "agent_spawn"}),
+        ("sub-1", "assistant", "Found: Taberna A, Casa B, Tasca C.", {})))
+    text = files["topics/lisbon-offsite.md"]
+    assert ("## Sub-agent work\n\nA sub-agent was given the task: Find three vegetarian "
+            "restaurants.[^e1] The sub-agent reported: Found: Taberna A, Casa B, Tasca C.[^e2]"
+            ) in text
+
+
+def test_a_user_turn_and_its_reply_form_one_exchange_and_requests_have_a_section(tmp_path):
+    _, files = run(tmp_path, batch(("u1", "user", "Check the train times to Porto."),
+                                   ("a1", "assistant", "Trains leave hourly from Oriente.")))
+    assert ("## Requests\n\nThe user requested: Check the train times to Porto.[^e1] "
+            "The assistant answered: Trains leave hourly from Oriente.[^e2]"
+            ) in files["topics/lisbon-offsite.md"]
+
+
+def test_a_dietary_fact_is_a_fact_not_a_preference(tmp_path):
+    _, files = run(tmp_path, batch(("u1", "user", "Dana is allergic to peanuts.")))
+    assert "## Facts\n\nThe user said: Dana is allergic to peanuts." in \
+        files["topics/lisbon-offsite.md"]

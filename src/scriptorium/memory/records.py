@@ -33,10 +33,15 @@ class Record:
     ordinal: int  # position in the branch list; orders archive appends only
     mark: str | None  # value of the mark on the node, whatever workspace wrote it
     tokens: int
+    provider: str = PROVIDER  # other providers appear only when backfilling archived sources
+    # How the turn came to be, for writers that say so: "edit" (an edited earlier message),
+    # "retry" (a regenerated reply), "spawn" (the task a sub-agent was given), "sub-agent"
+    # (a later turn of that sub-agent's branch), or "" for an ordinary turn.
+    origin: str = ""
 
     @property
     def source_id(self) -> str:
-        return f"{PROVIDER}/{self.session_id}/{self.node_id}"
+        return f"{self.provider}/{self.session_id}/{self.node_id}"
 
     def marked_for(self, workspace_id: str) -> bool:
         return self.mark == workspace_id
@@ -95,7 +100,10 @@ def records(session_id: str, branch: Sequence[Mapping[str, Any]]) -> list[Record
     is never invented, because the mark must land on the node the turn came from.
     """
     out: list[Record] = []
+    in_sub_agent = False
     for ordinal, message in enumerate(branch):
+        origin = _origin(message, in_sub_agent)
+        in_sub_agent = in_sub_agent or origin == "spawn"
         if message.get("role") not in _ROLES:
             continue
         if message.get("display") == "root" or is_runtime_turn(message) or is_summary(message):
@@ -117,8 +125,21 @@ def records(session_id: str, branch: Sequence[Mapping[str, Any]]) -> list[Record
             ordinal=ordinal,
             mark=mark if isinstance(mark, str) else None,
             tokens=max(1, count_tokens(text)),
+            origin=origin,
         ))
     return out
+
+
+def _origin(message: Mapping[str, Any], in_sub_agent: bool) -> str:
+    if message.get("spawn_branch_root") is True or message.get("source") == "agent_spawn":
+        return "spawn"
+    if in_sub_agent:
+        return "sub-agent"
+    if message.get("edit_of"):
+        return "edit"
+    if message.get("forked_from"):
+        return "retry"
+    return ""
 
 
 def unwritten(recs: Sequence[Record], workspace_id: str) -> list[Record]:

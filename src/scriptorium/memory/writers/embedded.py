@@ -1,11 +1,14 @@
 """The embedded writer: offline, deterministic and fast.
 
-Each batch becomes topic paragraphs that state what was said, each citing the turns it came
-from, filed in a topic named for the conversation's subject (the session title, else its most
-salient words) under sections a reader scans by kind: Decisions, Preferences, Facts, Questions
-and answers. A user question and the reply that follows it share one paragraph, so a search
-for either finds both. Turns with nothing to say ("ok, thanks") add their citation to the
-paragraph before them, so every turn of the batch is cited and a redo can be recognised.
+Each batch becomes topic paragraphs that state what was said, each claim citing the turn it
+came from, filed in a topic named for the conversation's subject (the session title, else its
+most salient words) under sections a reader scans by kind: Decisions, Preferences, Requests,
+Facts, Questions and answers, Sub-agent work. A user turn and the reply that follows it share
+one paragraph (an exchange), so a search for either finds both. Claims say where a turn came
+from when it matters: an edited earlier message is a correction, a regenerated reply is a
+retried answer, a sub-agent's task and report are labelled as such. Turns with nothing to say
+("ok, thanks") add their citation to the paragraph before them, so every turn of the batch is
+cited and a redo can be recognised.
 
 Writing a batch whose turns the topics already cite adds nothing: a redo after a crash is free.
 The writer never writes ids; the transaction's normaliser assigns block and evidence ids.
@@ -22,7 +25,8 @@ from ...fsutil import safe_join
 from ..records import Record
 from .base import WriteRequest, WriterAudit
 
-SECTIONS = ("Decisions", "Preferences", "Facts", "Questions and answers")
+SECTIONS = ("Decisions", "Preferences", "Requests", "Facts", "Questions and answers",
+            "Sub-agent work")
 MAX_STATEMENT_CHARS = 600
 MAX_SENTENCES = 3
 
@@ -42,11 +46,17 @@ would like one two also really well now still even get make know think want need
 """.split())
 
 _PREFERENCE = re.compile(
-    r"\b(prefer\w*|favou?rite|like[sd]?|love[sd]?|hate[sd]?|dislike[sd]?|allerg\w*|vegetarian|"
-    r"vegan|always|never|rather|avoid\w*|don'?t want|do not want|can'?t stand)\b", re.I)
+    r"\b(prefer\w*|favou?rite|i (?:really )?(?:like|love|hate|dislike|enjoy)|rather|"
+    r"avoid\w*|don'?t want|do not want|can'?t stand|always|never)\b", re.I)
 _DECISION = re.compile(
     r"\b(decid\w*|decision|we will|we'll|i will|i'll|let'?s|going to|book\w*|chose|choose|"
-    r"agree[sd]?|plan(?:ned|s)? to|go with|confirm\w*|schedul\w*|approv\w*|must|should)\b", re.I)
+    r"agree[sd]?|plan(?:ned|s)? to|go with|confirm\w*|schedul\w*|approv\w*|must|"
+    r"should)\b", re.I)
+_REQUEST_VERBS = frozenset("""
+find search look check compare list show give tell send email call write draft prepare create
+make add remove update fix summarize summarise explain translate remind order buy reserve cancel
+arrange organize organise research review please can could would
+""".split())
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+(?=\S)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 
@@ -96,17 +106,40 @@ def condense(text: str) -> str:
 
 
 def classify(record: Record) -> str:
-    """Which section a turn's statement belongs to."""
+    """Which section a paragraph opened by ``record`` belongs to."""
     text = record.content
+    if record.origin in ("spawn", "sub-agent"):
+        return "Sub-agent work"
+    if record.role == "user" and "?" in text:
+        return "Questions and answers"
     if record.role == "user" and _PREFERENCE.search(text):
         return "Preferences"
     if _DECISION.search(text):
         return "Decisions"
+    words = _words(text)
+    if record.role == "user" and words and words[0] in _REQUEST_VERBS:
+        return "Requests"
     return "Facts"
 
 
-def is_question(record: Record) -> bool:
-    return record.role == "user" and "?" in record.content
+def claim(record: Record, section: str) -> str:
+    """The claim stating what ``record`` said, in words that say who said it and how."""
+    statement = condense(record.content)
+    if record.origin == "spawn":
+        return f"A sub-agent was given the task: {statement}"
+    if record.origin == "sub-agent":
+        who = "The sub-agent" if record.role == "assistant" else "The delegating agent"
+        return f"{who} reported: {statement}"
+    if record.role == "assistant":
+        verb = "committed" if _DECISION.search(record.content) else "answered"
+        prefix = "In a retried reply, the assistant" if record.origin == "retry" else \
+            "The assistant"
+        return f"{prefix} {verb}: {statement}"
+    if record.origin == "edit":
+        return f"The user corrected an earlier message: {statement}"
+    verb = {"Questions and answers": "asked", "Preferences": "stated a preference",
+            "Decisions": "decided", "Requests": "requested"}.get(section, "said")
+    return f"The user {verb}: {statement}"
 
 
 def is_trivial(record: Record) -> bool:
@@ -143,6 +176,7 @@ class EmbeddedWriter:
     """Deterministic topic writer; see the module docstring."""
 
     name = "embedded"
+    repair_attempts = 0  # deterministic: the same batch would be rejected the same way
 
     def write(self, request: WriteRequest) -> WriterAudit:
         audit = WriterAudit(writer=self.name)
@@ -168,44 +202,25 @@ class EmbeddedWriter:
     # -- building paragraphs -------------------------------------------------------------
 
     def _paragraphs(self, todo: list[Record]) -> list[_Paragraph]:
+        """Exchanges (a user turn and the reply to it) or single turns, in batch order."""
         out: list[_Paragraph] = []
         index = 0
         while index < len(todo):
             record = todo[index]
-            nxt = todo[index + 1] if index + 1 < len(todo) else None
-            if is_trivial(record):
-                if out:  # fold the citation into the previous paragraph's last claim
-                    out[-1].claims[-1][1].append(record)
-                else:
-                    out.append(_Paragraph("Facts", [(self._claim(record, "said"), [record])]))
+            if is_trivial(record) and out:  # fold the citation into the previous claim
+                out[-1].claims[-1][1].append(record)
                 index += 1
                 continue
-            if is_question(record) and nxt is not None and nxt.role == "assistant" \
-                    and not is_trivial(nxt):
-                out.append(_Paragraph("Questions and answers", [
-                    (self._claim(record, "asked"), [record]),
-                    (self._claim(nxt, "answered"), [nxt]),
-                ]))
-                index += 2
-                continue
             section = classify(record)
-            out.append(_Paragraph(section, [(self._claim(record, self._verb(record, section)),
-                                             [record])]))
+            paragraph = _Paragraph(section, [(claim(record, section), [record])])
+            nxt = todo[index + 1] if index + 1 < len(todo) else None
+            if record.role == "user" and nxt is not None and nxt.role == "assistant" \
+                    and not is_trivial(nxt):
+                paragraph.claims.append((claim(nxt, section), [nxt]))
+                index += 1
+            out.append(paragraph)
             index += 1
         return out
-
-    @staticmethod
-    def _verb(record: Record, section: str) -> str:
-        if record.role == "user":
-            return {"Preferences": "stated a preference", "Decisions": "decided",
-                    "Facts": "said"}[section] if not is_question(record) else "asked"
-        return "committed" if section == "Decisions" else "answered"
-
-    @staticmethod
-    def _claim(record: Record, verb: str) -> str:
-        speaker = "The user" if record.role == "user" else "The assistant"
-        statement = condense(record.content)
-        return f"{speaker} {verb}: {statement}"
 
     # -- rendering into the topic file ---------------------------------------------------
 
