@@ -25,15 +25,28 @@ def _human_status(d: dict[str, Any]) -> str:
         lines.append(f"invalid: {p['path']}:{p['line']}: {p['message']}")
     if d.get("interrupted_install"):
         lines.append("an interrupted install is pending recovery (the next writer finishes it)")
+    if d.get("migration_pending"):
+        lines.append("legacy position cursors present: the next write (or `memory migrate`) "
+                     "migrates them; until then whole sessions show as pending")
+    for session in d.get("sessions", []):
+        lines.append(f"session {session['session_id']}:")
+        for b in session["branches"]:
+            mark = "*" if b["head"] else " "
+            lines.append(f"  {mark} {b['tip']}: {b['pending_turns']} pending turn(s), "
+                         f"{b['pending_tokens']} token(s)")
     return "\n".join(lines)
 
 
 @command(memory, "status")
-def status_cmd(app: App) -> None:
-    """Workspace id, revision and what memory holds (read-only)."""
-    from ..memory.status import workspace_status
+@click.argument("session_ids", nargs=-1, metavar="[SID]...")
+def status_cmd(app: App, session_ids: tuple[str, ...]) -> None:
+    """Workspace id, revision, what memory holds and, per session and live branch, what is
+    still pending (read-only). Without SID: every session."""
+    from ..memory.status import memory_status
+    from ..memory.writing import Memory
 
-    output(app, workspace_status(_open_workspace(app)), _human_status)
+    memory_ = Memory(app.home, settings=app.settings(), workspace=_open_workspace(app))
+    output(app, memory_status(memory_, list(session_ids)), _human_status)
 
 
 def _human_show(d: dict[str, Any]) -> str:

@@ -117,3 +117,22 @@ def show(ws: Workspace, ref: str) -> dict[str, Any]:
         if found is not None:
             return {"kind": "block", **block_view(ws, *found)}
     raise NotFound(f"no topic file or block named {ref!r} in {ws.root}")
+
+
+def memory_status(memory: Any, session_ids: list[str] | None = None) -> dict[str, Any]:
+    """``memory status``: the workspace view plus, per session and live branch, the tip and
+    what it still owes (turns, tokens, ids). Read-only: no migration, no mark, no write.
+
+    ``migration_pending`` says the workspace still carries legacy position cursors: until the
+    first write (or ``memory migrate``) runs, whole sessions show as pending.
+    """
+    from .migrate import has_cursors
+
+    data = workspace_status(memory.workspace)
+    ids = session_ids if session_ids else [r["session_id"] for r in memory.store.list_sessions()]
+    for sid in ids:
+        if not memory.store.exists(sid):
+            raise NotFound(f"unknown session {sid!r}")
+    data["migration_pending"] = has_cursors(memory.workspace)
+    data["sessions"] = [memory.session_status(sid) for sid in ids]
+    return data

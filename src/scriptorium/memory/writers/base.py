@@ -20,6 +20,10 @@ class WriteRequest:
     cited: frozenset[str] = frozenset()  # source ids the committed topics already cite
     session_title: str = ""
     purpose: str = "write"
+    # Set on a repair run: why the transaction rejected the previous attempt's edits.
+    rejection: str | None = None
+    # Where a writer may keep its run log (the workspace runtime dir); None = do not log.
+    log_dir: Path | None = None
 
     @property
     def topics_dir(self) -> Path:
@@ -39,7 +43,11 @@ class WriterAudit:
 
 
 class Writer(Protocol):
+    """``repair_attempts``: how many fresh runs a rejected commit earns (0 for writers whose
+    output cannot change on a retry, like the deterministic embedded writer)."""
+
     name: str
+    repair_attempts: int
 
     def write(self, request: WriteRequest) -> WriterAudit:
         """Edit ``request.topics_dir``; raise on failure (the write step classifies it)."""

@@ -1,0 +1,304 @@
+"""The write path: memory takes in every branch's turns once and marks only what it wrote.
+
+One write step, in the only order a crash cannot turn into an omission:
+
+1. lock the workspace (short timeout: a busy lock is a retryable CONCURRENT_UPDATE);
+2. archive the batch as evidence (append-only, idempotent, so a replay changes nothing);
+3. the writer edits a staged copy and the transaction installs it whole or not at all;
+4. mark exactly the batch on its session nodes, only when the install changed a topic file
+   (or, on a redo after a crash, when memory already cites every turn of the batch).
+
+A writer that raises, is rejected or changes nothing marks nothing, and the step reports a
+reason code and whether retrying can help.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ..config import Settings, load_settings
+from ..errors import ScriptoriumError
+from ..sessions import SessionStore
+from .citations import cited_sources
+from .records import MARK_KEY, Record, first_batch, records, total_tokens, unwritten
+from .sources import SourceRecord
+from .transaction import TransactionError
+from .workspace import Workspace
+from .writers import WriteRequest, Writer, make_writer
+
+WRITE_LOCK_TIMEOUT = 1.0
+
+
+@dataclass
+class Failure:
+    """Why a write did not happen, and whether trying again later can help."""
+
+    reason_code: str
+    retryable: bool
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reason_code": self.reason_code, "retryable": self.retryable,
+                "message": self.message}
+
+
+def classify(exc: BaseException) -> Failure:
+    """Turn any exception from a write step into a reported failure."""
+    if isinstance(exc, ScriptoriumError):
+        return Failure(exc.code, exc.retryable, str(exc))
+    if isinstance(exc, ValueError):
+        return Failure("WRITER_PRECONDITION_FAILED", False, str(exc) or type(exc).__name__)
+    retryable = bool(getattr(exc, "retryable", False))
+    return Failure("WRITER_FAILURE_UNKNOWN", retryable, f"{type(exc).__name__}: {exc}")
+
+
+@dataclass
+class StepResult:
+    """One batch handed to the writer."""
+
+    batch: list[Record]
+    tip: str | None = None  # the branch tip whose walk offered this batch
+    marked: list[str] = field(default_factory=list)
+    changed_files: list[str] = field(default_factory=list)
+    failure: Failure | None = None
+    note: str = ""
+
+
+@dataclass
+class SessionResult:
+    """What one session's write did: batches tried, nodes marked, the failure if any."""
+
+    session_id: str
+    steps: list[StepResult] = field(default_factory=list)
+    failure: Failure | None = None
+    note: str = ""
+
+    @property
+    def marked(self) -> list[str]:
+        return [node for step in self.steps for node in step.marked]
+
+    @property
+    def changed_files(self) -> list[str]:
+        return sorted({f for step in self.steps for f in step.changed_files})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "batches": len(self.steps),
+                "marked": self.marked, "changed_files": self.changed_files,
+                "failure": self.failure.to_dict() if self.failure else None,
+                **({"note": self.note} if self.note else {})}
+
+
+def _epoch(value: float | str | None) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            parsed = _dt.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=_dt.timezone.utc)
+        return parsed.timestamp()
+    return None
+
+
+class Memory:
+    """Long-term memory for the sessions of one home: the library's main entry point.
+
+    ``Memory(home)`` opens ``home/sessions`` and ``home/memory``. Pass ``writer`` to use your
+    own :class:`~scriptorium.memory.writers.Writer`; by default the configured kind is used.
+    """
+
+    def __init__(self, home: Path | str, *, settings: Settings | None = None,
+                 writer: Writer | None = None, store: SessionStore | None = None,
+                 workspace: Workspace | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.home = Path(home)
+        self.settings = settings or load_settings(self.home)
+        self.store = store or SessionStore(self.home / "sessions")
+        self.workspace = workspace or Workspace.open(self.home / "memory")
+        self._writer = writer
+        self.clock = clock
+
+    @property
+    def writer(self) -> Writer:
+        if self._writer is None:
+            self._writer = make_writer(self.settings.writer_kind, self.settings)
+        return self._writer
+
+    @property
+    def workspace_id(self) -> str:
+        return self.workspace.workspace_id
+
+    # -- reading what is owed ------------------------------------------------------------
+
+    def branch_records(self, session_id: str, tip: str | None = None) -> list[Record]:
+        return records(session_id, self.store.get_branch(session_id, tip))
+
+    def pending(self, session_id: str, tip: str | None = None) -> list[Record]:
+        """The unmarked trailing turns of the branch ending at ``tip`` (default: the head)."""
+        return unwritten(self.branch_records(session_id, tip), self.workspace_id)
+
+    def live_tips(self, session_id: str) -> list[str | None]:
+        """The head first, then every other live, non-archived tip."""
+        head = self.store.head(session_id)
+        tips: list[str | None] = [head]
+        for row in self.store.list_branches(session_id):
+            if row.get("archived") or row["tip"] in tips:
+                continue
+            tips.append(row["tip"])
+        return tips
+
+    # -- one write step ------------------------------------------------------------------
+
+    def write_batch(self, session_id: str, batch: Sequence[Record],
+                    tip: str | None = None) -> StepResult:
+        """Archive, write and mark one batch (see the module docstring for the order)."""
+        step = StepResult(batch=list(batch), tip=tip)
+        if not batch:
+            step.note = "empty batch"
+            return step
+        try:
+            with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT):
+                self.workspace.sources.archive([to_source_record(r) for r in batch])
+                cited = cited_sources(self.workspace)
+                title = str(self.store.get_meta(session_id).get("title") or "")
+                refs = [r.source_id for r in batch]
+                result, audit = self._write_and_install(session_id, batch, refs, cited, title)
+                step.changed_files = list(result.changed_files)
+                if not step.changed_files:
+                    if not all(ref in cited for ref in refs):
+                        step.failure = Failure(
+                            "WRITER_NO_PROGRESS", False,
+                            f"the {self.writer.name} writer changed no topic file "
+                            f"({audit.summary or 'no reason given'})")
+                        return step
+                    step.note = "already cited: a redo after an interrupted write"
+                self.store.merge_node_metadata_batch(
+                    session_id, {r.node_id: {MARK_KEY: self.workspace_id} for r in batch})
+                step.marked = [r.node_id for r in batch]
+        except Exception as exc:  # every failure is reported, none is swallowed silently
+            step.failure = classify(exc)
+        return step
+
+    def _write_and_install(self, session_id: str, batch: Sequence[Record], refs: list[str],
+                           cited: set[str], title: str):
+        """Run the writer on a fresh stage and install; a rejected commit earns the writer's
+        repair runs (each told why), after which the rejection is COMMIT_REJECTED."""
+        writer = self.writer
+        rejection: str | None = None
+        attempts = 1 + max(0, int(getattr(writer, "repair_attempts", 0)))
+        for attempt in range(attempts):
+            with self.workspace.begin(allowed_sources=refs, purpose="write") as tx:
+                audit = writer.write(WriteRequest(
+                    batch=list(batch), stage=tx.stage, cited=frozenset(cited),
+                    session_title=title, rejection=rejection,
+                    log_dir=self.workspace.runtime_dir))
+                try:
+                    result = tx.commit(f"memory: write {len(batch)} turn(s) of {session_id}")
+                except TransactionError as exc:
+                    if exc.retryable or attempts == 1:
+                        raise
+                    if attempt + 1 == attempts:
+                        raise TransactionError(
+                            f"edits rejected again after {attempts - 1} repair run(s): {exc}",
+                            code="COMMIT_REJECTED", retryable=False) from exc
+                    rejection = f"{exc.code}: {exc}"
+                    continue
+            return result, audit
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- the three write paths -----------------------------------------------------------
+
+    def write_turn(self, session_id: str) -> SessionResult:
+        """Per-turn path: the head branch only, when its pending turns reach the threshold or
+        its newest pending turn is older than the idle allowance."""
+        out = SessionResult(session_id)
+        self.migrate_if_needed()
+        pending = self.pending(session_id)
+        if not pending:
+            return out
+        batch = first_batch(pending, self.settings.trigger_tokens)
+        newest = max((t for t in (_epoch(r.timestamp) for r in batch) if t is not None),
+                     default=None)
+        idle = newest is not None and self.clock() - newest >= \
+            self.settings.idle_allowance_seconds
+        if total_tokens(batch) < self.settings.trigger_tokens and not idle:
+            out.note = "below the threshold"
+            return out
+        step = self.write_batch(session_id, batch, self.store.head(session_id))
+        out.steps.append(step)
+        out.failure = step.failure
+        return out
+
+    def write_session(self, session_id: str) -> SessionResult:
+        """Session-boundary path (forced): the head branch whatever it holds, then every other
+        live tip whose pending tokens reach the threshold. Shared prefixes are written once,
+        because each walk stops at the marks the earlier branches left."""
+        out = SessionResult(session_id)
+        self.migrate_if_needed()
+        for index, tip in enumerate(self.live_tips(session_id)):
+            is_head = index == 0
+            while True:
+                pending = self.pending(session_id, tip)
+                if not pending:
+                    break
+                if not is_head and total_tokens(pending) < self.settings.trigger_tokens:
+                    break
+                step = self.write_batch(session_id, first_batch(
+                    pending, self.settings.trigger_tokens), tip)
+                out.steps.append(step)
+                if step.failure:
+                    out.failure = step.failure
+                    return out
+        return out
+
+    def write(self, session_ids: Iterable[str] | None = None, *, force: bool = False,
+              progress: Callable[[str], None] | None = None) -> list[SessionResult]:
+        """Write the given sessions (default: all), forced (boundary) or per-turn."""
+        ids = list(session_ids) if session_ids is not None else [
+            row["session_id"] for row in self.store.list_sessions()]
+        results = []
+        for sid in ids:
+            try:
+                result = self.write_session(sid) if force else self.write_turn(sid)
+            except ScriptoriumError as exc:
+                result = SessionResult(sid, failure=classify(exc))
+            results.append(result)
+            if progress:
+                progress(sid)
+        return results
+
+    # -- migration hook ------------------------------------------------------------------
+
+    def migrate_if_needed(self) -> None:
+        """Run the one-time migration off the legacy position cursor before pending work is
+        computed (a no-op when runtime.json holds no ``cursors``)."""
+        from .migrate import migrate_if_needed
+
+        migrate_if_needed(self)
+
+    # -- status --------------------------------------------------------------------------
+
+    def session_status(self, session_id: str) -> dict[str, Any]:
+        """Per live branch: the tip, whether it is the head, and what it still owes."""
+        head = self.store.head(session_id)
+        branches = []
+        for tip in self.live_tips(session_id):
+            if tip is None:
+                continue
+            pending = self.pending(session_id, tip)
+            branches.append({"tip": tip, "head": tip == head, "pending_turns": len(pending),
+                             "pending_tokens": total_tokens(pending),
+                             "pending_ids": [r.node_id for r in pending]})
+        return {"session_id": session_id, "branches": branches}
+
+
+def to_source_record(record: Record) -> SourceRecord:
+    return SourceRecord(provider="openprogram", thread=record.session_id,
+                        message=record.node_id, role=record.role, content=record.content,
+                        timestamp=record.iso_time())
