@@ -9,5 +9,9 @@ from .app import main, memory, session  # noqa: F401
 # Command modules register themselves on import. Each module owns its commands.
 from . import session_cmds  # noqa: E402,F401
 from . import memory_cmds  # noqa: E402,F401
+from . import read_cmds  # noqa: E402,F401
+from . import write_cmds  # noqa: E402,F401
+from . import demo_cmd  # noqa: E402,F401
+from . import upgrade_cmds  # noqa: E402,F401
 
 __all__ = ["main"]

@@ -1,0 +1,97 @@
+"""``scriptorium memory write`` and ``memory watch``: the write paths from the shell."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .app import App, command, memory, output
+
+
+def open_memory(app: App, **overrides):
+    """A :class:`~scriptorium.memory.writing.Memory` for the app's home and flag overrides."""
+    from ..memory.writing import Memory
+
+    return Memory(app.home, settings=app.settings(**overrides))
+
+
+def _progress(app: App, total: int):
+    """A rich progress bar on a terminal for long runs; nothing under --json or in a pipe."""
+    if app.as_json or total < 2 or not sys.stderr.isatty():
+        return None
+    from rich.progress import Progress
+
+    return Progress(transient=True, console=None)
+
+
+@command(memory, "write")
+@click.argument("session_ids", nargs=-1)
+@click.option("--all", "all_sessions", is_flag=True, help="Write every session.")
+@click.option("--force", is_flag=True,
+              help="Session-boundary write: the head branch whatever it holds, then every "
+                   "other live branch whose pending turns reach the threshold.")
+@click.option("--trigger-tokens", type=click.IntRange(min=1), default=None,
+              help="Batch size threshold in tokens (default from config: 16000).")
+@click.option("--writer", type=click.Choice(["embedded", "llm"]), default=None)
+def write_cmd(app: App, session_ids: tuple[str, ...], all_sessions: bool, force: bool,
+              trigger_tokens: int | None, writer: str | None) -> None:
+    """Write pending turns of SESSION_IDS (or --all) into memory and mark them."""
+    from ..errors import InvalidInput
+
+    if bool(session_ids) == all_sessions:
+        raise InvalidInput("name one or more sessions, or pass --all (not both)")
+    mem = open_memory(app, trigger_tokens=trigger_tokens, writer_kind=writer)
+    ids = list(session_ids) if session_ids else [r["session_id"] for r in mem.store.list_sessions()]
+    for sid in session_ids:
+        if not mem.store.exists(sid):
+            from ..sessions.errors import SessionNotFound
+
+            raise SessionNotFound(f"unknown session {sid!r}")
+    bar = _progress(app, len(ids))
+    if bar is not None:
+        with bar:
+            task = bar.add_task("writing memory", total=len(ids))
+            results = mem.write(ids, force=force, progress=lambda _sid: bar.advance(task))
+    else:
+        results = mem.write(ids, force=force)
+    data = {"workspace_id": mem.workspace_id, "sessions": [r.to_dict() for r in results]}
+
+    def human(d):
+        lines = []
+        for row in d["sessions"]:
+            state = (f"FAILED {row['failure']['reason_code']}: {row['failure']['message']}"
+                     if row["failure"] else f"{len(row['marked'])} turn(s) written")
+            lines.append(f"{row['session_id']}: {row['batches']} batch(es), {state}")
+        return "\n".join(lines) or "no sessions"
+
+    output(app, data, human)
+    if any(r.failure for r in results):
+        sys.exit(1)
+
+
+@command(memory, "watch")
+@click.option("--once", is_flag=True, help="Run one pass and exit.")
+@click.option("--idle-seconds", type=click.FloatRange(min=0), default=None,
+              help="How long a session must be quiet before it is written (default 1800).")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=None,
+              help="Seconds between passes (default 300).")
+def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float | None) -> None:
+    """Write idle sessions: every branch, once, as sessions go quiet."""
+    from ..memory.watcher import IdleWatcher
+
+    mem = open_memory(app, watcher_idle_seconds=idle_seconds,
+                      watcher_interval_seconds=interval)
+    watcher = IdleWatcher(mem)
+    if once:
+        report = watcher.run_once()
+        output(app, report.to_dict(), lambda d: (
+            f"considered {d['considered']}, written {len(d['written'])}, retry later "
+            f"{len(d['retry_later'])}, terminal {len(d['terminal'])}"
+            if d["ran"] else "another watcher pass is running; skipped"))
+        sys.exit(1 if report.terminal else 0)
+    try:
+        watcher.run_forever(on_pass=lambda r: output(app, r.to_dict(), lambda d: (
+            f"pass: considered {d['considered']}, written {len(d['written'])}")))
+    except KeyboardInterrupt:
+        pass
