@@ -324,3 +324,26 @@ def test_the_racy_window_is_long_on_whole_second_filesystems_and_short_elsewhere
     assert not row(second, second + 4 * 10**9).racy()
     assert row(second + 123, second + 123 + 50_000_000).racy()  # ns timestamps: one tick
     assert not row(second + 123, second + 123 + 200_000_000).racy()
+
+
+def test_unresolved_citations_are_looked_at_again_only_after_something_was_archived(ws,
+                                                                                   monkeypatch):
+    seed(ws)
+    (ws.root / "topics/b.md").write_text(
+        "# B\n\nGamma fires on Fridays.[^e-0123456789] ^0badc0de\n\n"
+        "[^e-0123456789]: Time: `2026-08-02`; Sources: [x](openprogram/late/n1)\n")
+    search(ws, "gamma")
+    parsed: list[str] = []
+    real = index_mod.parse_topic
+    monkeypatch.setattr(index_mod, "parse_topic",
+                        lambda text, path, strict: parsed.append(path) or real(text, path,
+                                                                               strict=strict))
+    write_paragraphs(ws, "topics/c.md", [[("Delta.", ["openprogram/s/n0"], "2026-08-02")]])
+    write_paragraphs(ws, "topics/c.md", [[("Delta again.", ["openprogram/s/n0"], "2026-08-02")]])
+    assert parsed.count("topics/b.md") <= 1  # not once per install
+    parsed.clear()
+    archive(ws, [("late", "n1", "user", "Gamma fires on Fridays", TS)])
+    write_paragraphs(ws, "topics/c.md", [[("Delta once more.", ["openprogram/s/n0"],
+                                           "2026-08-02")]])
+    assert "topics/b.md" in parsed
+    assert search(ws, "gamma")[0].sources == ["openprogram/late/n1"]

@@ -160,6 +160,7 @@ class SearchIndex:
         self._conn_id: tuple[int, int] | None = None
         self._files: dict[str, FileRow] = {}
         self._data_version: int | None = None
+        self._sources_seen: tuple[tuple[str, int], ...] | None = None
 
     # -- the workspace's shared instance --------------------------------------------------
 
@@ -372,7 +373,9 @@ class SearchIndex:
             conn = self.connection()
             self._sync_rows(conn)
             wanted = {p for p in (str(p).replace(os.sep, "/") for p in paths) if _kind_of(p)}
-            wanted |= {rel for rel, row in self._files.items() if row.unresolved}
+            signature = self._sources_signature()
+            if signature != self._sources_seen:  # something was archived since: look again
+                wanted |= {rel for rel, row in self._files.items() if row.unresolved}
             indexed = self._indexed_kinds(conn) | {"topic"}  # sources: only once asked for
             wanted = {p for p in wanted if _kind_of(p) in indexed}
             todo, gone = [], []
@@ -386,9 +389,30 @@ class SearchIndex:
                     todo.append(rel)
                 elif rel in self._files:
                     gone.append(rel)
-            if not (todo or gone):
-                return 0
-            return self._apply(conn, todo, gone, [], force=True)
+            done = self._apply(conn, todo, gone, [], force=True) if todo or gone else 0
+            self._sources_seen = signature
+            return done
+
+    def _sources_signature(self) -> tuple[tuple[str, int], ...]:
+        """The mtimes of ``sources/`` and its provider and ``_v2`` directories. The archive
+        replaces files by rename, so any archive write changes one of them; a few ``stat``
+        calls tell whether unresolved citations are worth resolving again."""
+        base = self.root / "sources"
+        out: list[tuple[str, int]] = []
+        try:
+            out.append(("", os.lstat(base).st_mtime_ns))
+            entries = list(os.scandir(base))
+        except OSError:
+            return tuple(out)
+        for entry in entries:
+            try:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                out.append((entry.name, entry.stat(follow_symlinks=False).st_mtime_ns))
+                out.append((entry.name + "/_v2", os.lstat(Path(entry.path) / "_v2").st_mtime_ns))
+            except OSError:
+                continue
+        return tuple(sorted(out))
 
     def rebuild(self, include_sources: bool | None = None) -> int:
         """Drop the index and build it again from the files. Returns the documents indexed.
