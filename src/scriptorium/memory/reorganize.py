@@ -395,12 +395,21 @@ def merge_duplicates(stage: Path, resolve: Callable[[str, str], str | None],
 # -- the census that guards against loss -------------------------------------------------------
 
 
-def census(stage: Path) -> tuple[int, set[str], set[str]]:
-    """(paragraphs, identity ids, every id incl. aliases) of the staged topics, read
-    leniently so a file the organizer broke still counts what it holds."""
-    blocks = 0
-    identities: set[str] = set()
-    every: set[str] = set()
+@dataclass
+class Census:
+    """What the staged topics hold: paragraphs, identity ids, every id (aliases too) and
+    each identity's aliases."""
+
+    blocks: int
+    identities: set[str]
+    every: set[str]
+    aliases: dict[str, set[str]]
+
+
+def census(stage: Path) -> Census:
+    """Count the staged topics, read leniently so a file an organizer broke still counts
+    what it holds."""
+    out = Census(0, set(), set(), {})
     for rel in topic_files(stage):
         try:
             text = (Path(stage) / rel).read_text(encoding="utf-8", errors="replace")
@@ -410,11 +419,12 @@ def census(stage: Path) -> tuple[int, set[str], set[str]]:
         for block in doc.blocks:
             if not block.ids:
                 continue
-            blocks += 1
+            out.blocks += 1
             if block.id:
-                identities.add(block.id)
-            every.update(block.ids)
-    return blocks, identities, every
+                out.identities.add(block.id)
+                out.aliases[block.id] = set(block.aliases)
+            out.every.update(block.ids)
+    return out
 
 
 def check_loss(before_ids: set[str], after_ids: set[str],
@@ -438,6 +448,8 @@ class Organized:
     merged: list[dict[str, Any]] = field(default_factory=list)
     summary: str = ""
     skipped: list[str] = field(default_factory=list)
+    # False: the organizer cannot say what it merged (a model); it is read off the ids.
+    merges_reported: bool = True
 
 
 Organizer = Callable[[Path, Any], Organized]
@@ -460,7 +472,7 @@ def llm_organizer(settings: Settings | None) -> Organizer:
 
     def run(stage: Path, workspace: Any) -> Organized:
         return Organized([], organizer.organize(
-            stage, log_dir=getattr(workspace, "runtime_dir", None)))
+            stage, log_dir=getattr(workspace, "runtime_dir", None)), merges_reported=False)
 
     return run
 
@@ -468,30 +480,26 @@ def llm_organizer(settings: Settings | None) -> Organizer:
 # -- the operation -----------------------------------------------------------------------------
 
 
-def _merged_from_ids(before: dict[str, set[str]], after_stage: Path) -> list[dict[str, Any]]:
+def _merged_from_ids(before: Census, after: Census,
+                     where: dict[str, str]) -> list[dict[str, Any]]:
     """For an organizer that does not report merges (a model): blocks whose alias list
     grew, with the ids they absorbed."""
     out = []
-    for rel in topic_files(after_stage):
-        doc = parse_topic((after_stage / rel).read_text(encoding="utf-8", errors="replace"),
-                          rel, strict=False)
-        for block in doc.blocks:
-            if not block.id:
-                continue
-            new = [a for a in block.aliases if a not in before.get(block.id, set())]
-            if new:
-                out.append({"kept": block.id, "aliases": new, "path": rel})
+    for block_id in sorted(after.aliases, key=lambda i: (where.get(i, ""), i)):
+        new = sorted(after.aliases[block_id] - before.aliases.get(block_id, set()))
+        if new:
+            out.append({"kept": block_id, "aliases": new, "path": where.get(block_id, "")})
     return out
 
 
-def _aliases_by_id(stage: Path) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
+def _locations(stage: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
     for rel in topic_files(stage):
         doc = parse_topic((stage / rel).read_text(encoding="utf-8", errors="replace"), rel,
                           strict=False)
         for block in doc.blocks:
             if block.id:
-                out[block.id] = set(block.aliases)
+                out[block.id] = rel
     return out
 
 
@@ -501,8 +509,8 @@ def reorganize(workspace: Any, writer_kind: str = "embedded", settings: Settings
     """Merge paragraphs that say the same thing, through one transaction.
 
     ``writer_kind``: ``embedded`` (deterministic, offline) or ``llm`` (the configured model).
-    ``organizer`` replaces both: a callable ``(stage, workspace) -> (merges, summary)`` that
-    edits ``stage/topics`` (tests use it to prove the loss guard). Raises ReorganizeRefused
+    ``organizer`` replaces both: a callable ``(stage, workspace) -> Organized`` that edits
+    ``stage/topics`` (tests use it to prove the loss guard). Raises ReorganizeRefused
     (nothing installed) when more than a quarter of the blocks would stop resolving; a busy
     workspace is a retryable ConcurrentUpdate.
     """
@@ -517,17 +525,17 @@ def reorganize(workspace: Any, writer_kind: str = "embedded", settings: Settings
     with workspace.lock(timeout=lock_timeout):
         with workspace.begin(allowed_sources=[], purpose="reorganize") as tx:
             stage = Path(tx.stage)
-            before_blocks, before_ids, _ = census(stage)
-            report.before_blocks = report.after_blocks = before_blocks
-            if not before_blocks:
+            before = census(stage)
+            report.before_blocks = report.after_blocks = before.blocks
+            if not before.blocks:
                 report.summary = "no topic blocks to reorganize"
                 return report
-            before_aliases = _aliases_by_id(stage)
             done = organizer(stage, workspace)
-            after_blocks, _, after_every = census(stage)
-            report.after_blocks = after_blocks
-            report.dropped = check_loss(before_ids, after_every)
-            report.merged = done.merged or _merged_from_ids(before_aliases, stage)
+            after = census(stage)
+            report.after_blocks = after.blocks
+            report.dropped = check_loss(before.identities, after.every)
+            report.merged = done.merged if done.merges_reported else \
+                _merged_from_ids(before, after, _locations(stage))
             report.summary = done.summary
             report.skipped = list(done.skipped)
             result = tx.commit(COMMIT_MESSAGE)
