@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-DATA = Path(__file__).parent / "data"
-OPENPROGRAM_STATE = DATA / "openprogram-state"
+from testkit import Cli, copy_state
 
 
 @pytest.fixture
@@ -21,12 +17,6 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-def copy_state(name: str, dest: Path) -> Path:
-    """Copy a reference-system state directory (``written`` or ``legacy-cursor``) to ``dest``."""
-    shutil.copytree(OPENPROGRAM_STATE / name, dest)
-    return dest
-
-
 @pytest.fixture
 def written_home(tmp_path: Path) -> Path:
     return copy_state("written", tmp_path / "written")
@@ -35,25 +25,6 @@ def written_home(tmp_path: Path) -> Path:
 @pytest.fixture
 def legacy_home(tmp_path: Path) -> Path:
     return copy_state("legacy-cursor", tmp_path / "legacy")
-
-
-class Cli:
-    """Run ``scriptorium --home HOME …`` in-process and decode ``--json`` output."""
-
-    def __init__(self, home: Path):
-        self.home = home
-        self.runner = CliRunner()
-
-    def __call__(self, *args: str, input: str | None = None):
-        from scriptorium.cli import main
-
-        return self.runner.invoke(main, ["--home", str(self.home), *args], input=input,
-                                  catch_exceptions=False)
-
-    def json(self, *args: str) -> dict:
-        result = self(*args, "--json")
-        assert result.exit_code == 0, f"exit {result.exit_code}: {result.output}"
-        return json.loads(result.stdout)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Cli
+from testkit import Cli
 from scriptorium.memory.status import show, workspace_status
 from scriptorium.memory.workspace import Workspace
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_state
+from testkit import copy_state
+from scriptorium import faults
 from scriptorium.errors import CorruptFile
-from scriptorium.memory import transaction as txmod
 from scriptorium.memory.workspace import Workspace
 
 ALLOWED = ["openprogram/offsite/o1", "openprogram/offsite/o2"]
@@ -160,13 +160,13 @@ def test_a_simulated_crash_at_any_step_is_finished_or_rolled_back_by_the_next_op
         if at == step:
             raise SimulatedCrash(at)
 
-    monkeypatch.setattr(txmod, "FAULT_HOOK", crash)
+    monkeypatch.setattr(faults, "HOOK", crash)
     ws = Workspace.open(root)
     with pytest.raises(SimulatedCrash):
         with ws.begin(allowed_sources=ALLOWED) as tx:
             edit(tx.stage)
             tx.commit("memory: crash test")
-    monkeypatch.setattr(txmod, "FAULT_HOOK", None)
+    monkeypatch.setattr(faults, "HOOK", None)
     committed = step in STEPS_AFTER_COMMIT
     assert_recovered(root, new if committed else old, committed=committed)
 
@@ -179,7 +179,7 @@ def test_an_io_error_during_install_rolls_back_in_process(tmp_path, states, monk
         if at == "moved-in-2":
             raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(txmod, "FAULT_HOOK", fail)
+    monkeypatch.setattr(faults, "HOOK", fail)
     ws = Workspace.open(root)
     with pytest.raises(OSError, match="No space"):
         with ws.begin(allowed_sources=ALLOWED) as tx:
@@ -187,7 +187,7 @@ def test_an_io_error_during_install_rolls_back_in_process(tmp_path, states, monk
             tx.commit("memory: crash test")
     assert snapshot(root) == old and not ws.journal_path.exists()
     assert not (root / "topics" / "people").exists()
-    monkeypatch.setattr(txmod, "FAULT_HOOK", None)
+    monkeypatch.setattr(faults, "HOOK", None)
     assert_recovered(root, old, committed=False)
 
 

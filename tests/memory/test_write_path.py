@@ -16,7 +16,7 @@ from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
 
-from conftest import copy_state
+from testkit import copy_state
 
 
 class RecordingWriter(EmbeddedWriter):

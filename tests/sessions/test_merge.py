@@ -131,3 +131,14 @@ def test_get_meta_returns_a_copy(store, chat):
     meta["head_id"] = "changed"
     meta["branches"]["x"] = 1
     assert store.get_meta("s1")["head_id"] == "u1" and store.get_meta("s1")["branches"] == {}
+
+
+def test_a_none_value_in_a_patch_removes_that_key_and_keeps_the_rest(tmp_path):
+    from scriptorium.sessions import SessionStore
+
+    store = SessionStore(tmp_path / "sessions", git=False)
+    store.create_session("s")
+    store.append_message("s", {"id": "m0", "role": "user", "content": "hi", "keep": 1})
+    store.merge_node_metadata_batch("s", {"m0": {"memory_written_scriptorium": "w-00000001"}})
+    store.merge_node_metadata_batch("s", {"m0": {"memory_written_scriptorium": None}})
+    assert store.get_node("s", "m0").metadata == {"keep": 1}

@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import CorruptFile, ScriptoriumError
+from ..faults import fault_point
 from ..fsutil import atomic_write_json, fsync_dir, safe_join
 from .topics import (
     TopicDoc, TopicFormatError, normalize_topic, parse_topic, parse_topic_bytes,
@@ -81,27 +81,6 @@ class TransactionResult:
 
 
 # -- fault injection ------------------------------------------------------------------------------
-
-# Tests set this to a callable(step) (e.g. one raising a BaseException to simulate a crash).
-FAULT_HOOK: Callable[[str], None] | None = None
-
-
-def fault_point(step: str) -> None:
-    """A named point of the install. ``SCRIPTORIUM_FAULT=<step>`` makes this process stop there:
-    ``SCRIPTORIUM_FAULT_ACTION=kill`` (default) SIGKILLs itself, ``pause`` sleeps until killed;
-    ``SCRIPTORIUM_FAULT_FLAG=<file>`` is created first so a test knows it got there."""
-    if FAULT_HOOK is not None:
-        FAULT_HOOK(step)
-    if os.environ.get("SCRIPTORIUM_FAULT") != step:
-        return
-    flag = os.environ.get("SCRIPTORIUM_FAULT_FLAG")
-    if flag:
-        Path(flag).write_text(step)
-    if os.environ.get("SCRIPTORIUM_FAULT_ACTION", "kill") == "pause":
-        while True:
-            time.sleep(1)
-    os.kill(os.getpid(), signal.SIGKILL)
-
 
 # -- the transaction ------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..config import Settings, load_settings
 from ..errors import ScriptoriumError
+from ..faults import fault_point
 from ..sessions import SessionStore
 from .citations import cited_sources
 from .records import MARK_KEY, Record, first_batch, records, total_tokens, unwritten
@@ -165,6 +166,7 @@ class Memory:
         try:
             with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT):
                 self.workspace.sources.archive([to_source_record(r) for r in batch])
+                fault_point("after-archive")
                 cited = cited_sources(self.workspace)
                 title = str(self.store.get_meta(session_id).get("title") or "")
                 refs = [r.source_id for r in batch]
@@ -178,8 +180,10 @@ class Memory:
                             f"({audit.summary or 'no reason given'})")
                         return step
                     step.note = "already cited: a redo after an interrupted write"
+                fault_point("before-mark")
                 self.store.merge_node_metadata_batch(
                     session_id, {r.node_id: {MARK_KEY: self.workspace_id} for r in batch})
+                fault_point("after-mark")
                 step.marked = [r.node_id for r in batch]
         except Exception as exc:  # every failure is reported, none is swallowed silently
             step.failure = classify(exc)
@@ -198,6 +202,7 @@ class Memory:
                     batch=list(batch), stage=tx.stage, cited=frozenset(cited),
                     session_title=title, rejection=rejection,
                     log_dir=self.workspace.runtime_dir))
+                fault_point("writer-ran")
                 try:
                     result = tx.commit(f"memory: write {len(batch)} turn(s) of {session_id}")
                 except TransactionError as exc:

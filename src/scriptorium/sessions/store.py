@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import CorruptFile, InvalidInput
+from ..faults import fault_point
 from ..fsutil import FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text, check_name
 from ..gitrepo import GitRepo
 from . import walks
@@ -416,7 +417,8 @@ class SessionStore(ForkOps):
     # --- node rewrites --------------------------------------------------------------------------
     def merge_node_metadata_batch(self, sid: str, patches: dict[str, dict]) -> None:
         """Merge each patch into its node's metadata, touching nothing else (not meta.json,
-        not ``updated_at``, not the index's directory fingerprint). The marker's write path."""
+        not ``updated_at``, not the index's directory fingerprint). The marker's write path.
+        A ``None`` value removes that key (JSON merge-patch), which is how a mark is taken back."""
         if not isinstance(patches, dict):
             raise InvalidInput(f"session {sid}: patches must be a dict of node id to dict")
         for nid, patch in patches.items():
@@ -429,8 +431,10 @@ class SessionStore(ForkOps):
             missing = [nid for nid in patches if nid not in op.idx.nodes]
             if missing:
                 raise NodeNotFound(f"node {missing[0]} not found in session {sid}")
-            for nid, patch in patches.items():
+            for n, (nid, patch) in enumerate(patches.items()):
                 self._rewrite_metadata_locked(op, nid, patch)
+                if n == 0:
+                    fault_point("mid-mark")
 
     def _rewrite_metadata_locked(self, op: _Op, node_id: str, patch: dict) -> None:
         """Read the node file from disk (never the cache), merge, replace atomically."""
@@ -443,7 +447,13 @@ class SessionStore(ForkOps):
             raise NodeNotFound(f"node {node_id} of session {op.sid} vanished ({path})") from None
         current = parse_node(data, path)
         md = dict(current.metadata)
-        md.update({k: v for k, v in patch.items() if k != "predecessor"})
+        for key, value in patch.items():
+            if key == "predecessor":
+                continue
+            if value is None:
+                md.pop(key, None)
+            else:
+                md[key] = value
         try:
             raw = json.loads(data)
         except ValueError:  # parse_node already vouched for it
