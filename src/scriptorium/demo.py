@@ -14,6 +14,7 @@ from typing import Any
 
 from .config import load_settings
 from .memory.citations import citation_map
+from .memory.search import search
 from .memory.writing import Memory
 from .sessions import SessionStore
 
@@ -21,6 +22,7 @@ SESSION = "lisbon-offsite"
 # Small enough that the abandoned trunk and the sub-agent's branch are written at the
 # boundary, large enough that the one-turn retry (a rejected reply) waits, as designed.
 DEMO_TRIGGER_TOKENS = 24
+DEMO_QUERY = "Dana vegetarian dinner"
 
 
 @dataclass
@@ -97,14 +99,8 @@ def run_demo(home: Path | None = None) -> DemoReport:
         })
     for path in sorted((memory.workspace.root / "topics").rglob("*.md")):
         report.topics[path.relative_to(memory.workspace.root).as_posix()] = path.read_text()
-    try:
-        from .memory.search import search  # the read side, when installed
-
-        hits = search(memory.workspace, "Dana vegetarian dinner", top_k=3)
-        report.search = {"query": "Dana vegetarian dinner",
-                         "hits": [h.to_dict() if hasattr(h, "to_dict") else h for h in hits]}
-    except ImportError:
-        report.search = None
+    hits = search(memory.workspace, DEMO_QUERY, top_k=3)
+    report.search = {"query": DEMO_QUERY, "hits": [h.to_dict() for h in hits]}
     return report
 
 

@@ -320,3 +320,19 @@ def test_memory_status_reports_pending_per_branch_and_changes_no_file(written_ho
     assert rows["o7-empty"]["pending_ids"] == ["o4-edit", "o5-edit"]
     assert rows["o7"]["pending_turns"] == 4 and rows["o7"]["pending_tokens"] > 0
     assert tree_digest(written_home) == digest
+
+
+def test_a_write_updates_the_search_index_inside_the_install(home):
+    from scriptorium.memory.search import search
+    from scriptorium.memory.search.index import SearchIndex
+
+    mem = open_memory(home, trigger_tokens=1)
+    mem.store.create_session("s", title="Deploys")
+    mem.store.append_message("s", {"id": "m0", "role": "user",
+                                   "content": "Deploys happen on Tuesdays after 14:00 UTC."})
+    search(mem.workspace, "anything")  # the index exists before the write
+    assert mem.write_session("s").marked == ["m0"]
+    index = SearchIndex.of(mem.workspace)
+    assert not index.is_stale(), "the install hook should have indexed the new topic"
+    (hit,) = search(mem.workspace, "Tuesdays deploys", top_k=1)
+    assert hit.sources == ["openprogram/s/m0"]

@@ -24,6 +24,7 @@ from ..config import Settings, load_settings
 from ..errors import ScriptoriumError
 from ..faults import fault_point
 from ..sessions import SessionStore
+from . import search
 from .citations import cited_sources
 from .records import MARK_KEY, Record, first_batch, records, total_tokens, unwritten
 from .sources import SourceRecord
@@ -122,6 +123,7 @@ class Memory:
         self.settings = settings or load_settings(self.home)
         self.store = store or SessionStore(self.home / "sessions")
         self.workspace = workspace or Workspace.open(self.home / "memory")
+        search.attach(self.workspace)  # the search index is updated inside every install
         self._writer = writer
         self.clock = clock
 
