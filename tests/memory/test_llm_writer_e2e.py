@@ -279,3 +279,15 @@ def test_the_cli_takes_the_endpoint_from_the_environment(home, cli, key, monkeyp
         out = cli.json("memory", "write", "s", "--force")
         assert [body["model"] for body in server.requests] == ["env-model", "env-model"]
     assert out["sessions"][0]["marked"] == ["u1", "a1", "u2"]
+
+
+def test_flags_override_the_config_file_for_the_endpoint_and_model(home, cli, key):
+    cli.json("session", "new", "--id", "s")
+    for node_id, role, text in TURNS:
+        cli.json("session", "add", "s", "--role", role, "--text", text, "--id", node_id)
+    with ScriptedServer([writes_topic(), final()]) as server:
+        configure(home, "http://127.0.0.1:9/v1")  # a dead endpoint in the file
+        out = cli.json("memory", "write", "s", "--force", "--writer", "llm",
+                       "--llm-base-url", server.base_url, "--llm-model", "flag-model")
+        assert [body["model"] for body in server.requests] == ["flag-model", "flag-model"]
+    assert out["sessions"][0]["marked"] == ["u1", "a1", "u2"]

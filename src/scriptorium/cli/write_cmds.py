@@ -34,14 +34,18 @@ def _progress(app: App, total: int):
 @click.option("--trigger-tokens", type=click.IntRange(min=1), default=None,
               help="Batch size threshold in tokens (default from config: 16000).")
 @click.option("--writer", type=click.Choice(["embedded", "llm"]), default=None)
+@click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for --writer llm.")
+@click.option("--llm-model", default=None, help="Model name for --writer llm.")
 def write_cmd(app: App, session_ids: tuple[str, ...], all_sessions: bool, force: bool,
-              trigger_tokens: int | None, writer: str | None) -> None:
+              trigger_tokens: int | None, writer: str | None, llm_base_url: str | None,
+              llm_model: str | None) -> None:
     """Write pending turns of SESSION_IDS (or --all) into memory and mark them."""
     from ..errors import InvalidInput
 
     if bool(session_ids) == all_sessions:
         raise InvalidInput("name one or more sessions, or pass --all (not both)")
-    mem = open_memory(app, trigger_tokens=trigger_tokens, writer_kind=writer)
+    mem = open_memory(app, trigger_tokens=trigger_tokens, writer_kind=writer,
+                      llm_base_url=llm_base_url, llm_model=llm_model)
     ids = list(session_ids) if session_ids else [r["session_id"] for r in mem.store.list_sessions()]
     for sid in session_ids:
         if not mem.store.exists(sid):
