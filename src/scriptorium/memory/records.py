@@ -30,7 +30,7 @@ class Record:
     role: str
     content: str
     timestamp: float | str | None
-    ordinal: int  # position in the branch list; orders archive appends only
+    ordinal: int  # position in the list records() was given (informational)
     mark: str | None  # value of the mark on the node, whatever workspace wrote it
     tokens: int
     provider: str = PROVIDER  # other providers appear only when backfilling archived sources
@@ -92,25 +92,30 @@ def is_summary(message: Mapping[str, Any]) -> bool:
     return "covers_ids" in message or message.get("compaction") is True
 
 
-def records(session_id: str, branch: Sequence[Mapping[str, Any]]) -> list[Record]:
+def is_record(message: Mapping[str, Any]) -> bool:
+    """Does memory record this message? User/assistant turns with text, minus runtime turns,
+    compaction summaries and the root."""
+    return (message.get("role") in _ROLES and message.get("display") != "root"
+            and not is_runtime_turn(message) and not is_summary(message)
+            and bool(message_text(message.get("content")).strip()))
+
+
+def records(session_id: str, branch: Sequence[Mapping[str, Any]], *,
+            in_sub_agent: bool = False) -> list[Record]:
     """The turns of ``branch`` that memory records, oldest first.
 
     Dropped: roles other than user/assistant (tool rows), runtime turns, compaction summaries,
     the root, and turns whose text is blank. A recorded turn without an id is an error: an id
     is never invented, because the mark must land on the node the turn came from.
+    ``in_sub_agent``: the list is the tail of a branch that a spawn root opened.
     """
     out: list[Record] = []
-    in_sub_agent = False
     for ordinal, message in enumerate(branch):
         origin = _origin(message, in_sub_agent)
         in_sub_agent = in_sub_agent or origin == "spawn"
-        if message.get("role") not in _ROLES:
-            continue
-        if message.get("display") == "root" or is_runtime_turn(message) or is_summary(message):
+        if not is_record(message):
             continue
         text = message_text(message.get("content"))
-        if not text.strip():
-            continue
         node_id = message.get("id")
         if not isinstance(node_id, str) or not node_id.strip():
             raise InvalidInput(f"session {session_id}: a {message.get('role')} turn at position "

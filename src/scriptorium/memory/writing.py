@@ -26,7 +26,7 @@ from ..faults import fault_point
 from ..sessions import SessionStore
 from . import search
 from .citations import cited_sources
-from .records import MARK_KEY, Record, first_batch, records, total_tokens, unwritten
+from .records import MARK_KEY, Record, first_batch, is_record, records, total_tokens
 from .sources import SourceRecord
 from .transaction import TransactionError
 from .workspace import Workspace
@@ -143,8 +143,22 @@ class Memory:
         return records(session_id, self.store.get_branch(session_id, tip))
 
     def pending(self, session_id: str, tip: str | None = None) -> list[Record]:
-        """The unmarked trailing turns of the branch ending at ``tip`` (default: the head)."""
-        return unwritten(self.branch_records(session_id, tip), self.workspace_id)
+        """The unmarked trailing turns of the branch ending at ``tip`` (default: the head).
+
+        The walk goes back from the tip and stops at the first turn marked for this workspace,
+        so its cost follows the backlog, not the session's length. (Equal, by a property test,
+        to ``unwritten(branch_records(...))``.)
+        """
+        workspace_id = self.workspace_id
+
+        def written(message: dict) -> bool:
+            return message.get(MARK_KEY) == workspace_id and is_record(message)
+
+        tail, root = self.store.branch_tail(session_id, tip, stop=written)
+        spawned = bool(root) and not root.get("rewound") and (
+            root.get("spawn_branch_root") is True or root.get("source") == "agent_spawn")
+        in_sub_agent = spawned and (not tail or tail[0].get("id") != root.get("id"))
+        return records(session_id, tail, in_sub_agent=in_sub_agent)
 
     def live_tips(self, session_id: str) -> list[str | None]:
         """The head first, then every other live, non-archived tip."""

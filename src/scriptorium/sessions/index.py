@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import CorruptFile
-from .node import CHAIN_CALLERS, Node, parse_node
+from .node import CHAIN_CALLERS, ROOT, Node, parse_node
 
 # A fingerprint observed less than this long after its mtime may hide a same-tick write.
 RACY_NS = 100_000_000
@@ -56,6 +56,7 @@ class SessionIndex:
         self._by_pred: dict[str, list[str]] = {}
         self._by_caller: dict[str, list[str]] = {}
         self._first_conv_seq: int | None = None
+        self._root_memo: dict[str, str] = {}
         self.max_seq = -1
         # counters for tests and benchmarks
         self.scans = 0
@@ -269,6 +270,7 @@ class SessionIndex:
             if first is None and n.conversational and n.chain_level and not n.is_root:
                 first = n.seq
         self._by_pred, self._by_caller, self._first_conv_seq = by_pred, by_caller, first
+        self._root_memo = {}
         self.max_seq = max((n.seq for _, n in self.files.values()), default=-1)
         self._shape_dirty = False
 
@@ -288,6 +290,34 @@ class SessionIndex:
     def children_by_caller(self, node_id: str) -> list[str]:
         self._shape()
         return self._by_caller.get(node_id, [])
+
+    def branch_root(self, node_id: str) -> str:
+        """The node where the predecessor line through ``node_id`` starts (a first turn, the
+        ROOT node, a spawn root, a summary…; a dangling or cyclic line ends where it breaks).
+
+        Memoised: a node's predecessor only changes through a shape rebuild, which clears the
+        memo, and appending never changes an existing node's root, so each node is walked once.
+        """
+        self._shape()
+        memo = self._root_memo
+        path: list[str] = []
+        cur = node_id
+        while cur not in memo:
+            node = self.nodes.get(cur)
+            if node is None or cur in path:
+                root = cur
+                break
+            path.append(cur)
+            pred = node.predecessor
+            if not pred or cur == ROOT or (pred == ROOT and ROOT not in self.nodes):
+                root = cur
+                break
+            cur = pred
+        else:
+            root = memo[cur]
+        for seen in path:
+            memo[seen] = root
+        return root
 
     def first_conversational_seq(self) -> int | None:
         self._shape()

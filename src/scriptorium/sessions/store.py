@@ -390,6 +390,34 @@ class SessionStore(ForkOps):
                 return []
             return [n.to_message(sid) for n in walks.branch(idx, sid, h)]
 
+    def branch_tail(self, sid: str, head: str | None = None, *,
+                    stop: Callable[[dict], bool]) -> tuple[list[dict], dict | None]:
+        """The newest part of a branch: the messages after the newest one for which
+        ``stop(message)`` is true (all of them if none is), oldest first, with root and
+        rewound nodes dropped as in :meth:`get_branch` — plus the message of the node the
+        branch starts at (None for an empty session).
+
+        The walk goes back from ``head`` and ends at the first stop, so its cost follows the
+        length of the tail, not of the session: memory asks "what is after my last mark?".
+        """
+        if head is not None:
+            check_name(head, "node id")
+        with self._reading(sid) as idx:
+            h = head if head is not None else idx.head
+            if h is None:
+                return [], None
+            tail: list[dict] = []
+            for node in walks.walk_back(idx, sid, h):
+                if node.is_root or node.rewound:
+                    continue
+                message = node.to_message(sid)
+                if stop(message):
+                    break
+                tail.append(message)
+            tail.reverse()
+            root = idx.nodes.get(idx.branch_root(h))
+            return tail, (root.to_message(sid) if root is not None else None)
+
     def list_branches(self, sid: str) -> list[dict]:
         """Every live tip, the head first, then newest (by seq) first."""
         with self._reading(sid) as idx:

@@ -6,6 +6,8 @@ from locking and files.
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from .errors import BrokenChain, NodeNotFound
 from .index import SessionIndex
 from .node import ROOT, Node
@@ -23,27 +25,28 @@ def legal_start(idx: SessionIndex, node: Node) -> bool:
     return first is None or node.seq <= first
 
 
-def raw_chain(idx: SessionIndex, sid: str, head: str) -> list[Node]:
-    """Nodes from ``head`` back to a legal terminus, head first, nothing filtered.
+def walk_back(idx: SessionIndex, sid: str, head: str) -> Iterator[Node]:
+    """Nodes from ``head`` back to a legal terminus, head first, nothing filtered; lazy, so a
+    caller that stops early never pays for the rest of a long branch.
 
-    A dangling predecessor or a cycle is damage, not an end: it raises BrokenChain.
+    A dangling predecessor or a cycle is damage, not an end: it raises BrokenChain when the
+    walk reaches it.
     """
     node = idx.nodes.get(head)
     if node is None:
         raise NodeNotFound(f"node {head} not found in session {sid}")
-    chain: list[Node] = []
     seen: set[str] = set()
     while True:
         if node.id in seen:
             raise BrokenChain(f"session {sid}: predecessor cycle through node {node.id}")
         seen.add(node.id)
-        chain.append(node)
+        yield node
         pred = node.predecessor
         if pred:
             if pred == ROOT:
                 root = idx.nodes.get(ROOT)
                 if root is None or node.id == ROOT:
-                    return chain  # "ROOT" with no ROOT node is a legal terminus
+                    return  # "ROOT" with no ROOT node is a legal terminus
                 node = root
                 continue
             nxt = idx.nodes.get(pred)
@@ -53,9 +56,14 @@ def raw_chain(idx: SessionIndex, sid: str, head: str) -> list[Node]:
             node = nxt
             continue
         if legal_start(idx, node):
-            return chain
+            return
         raise BrokenChain(f"session {sid}: node {node.id} has no predecessor and is not a "
                           f"first turn, spawn root or summary")
+
+
+def raw_chain(idx: SessionIndex, sid: str, head: str) -> list[Node]:
+    """Nodes from ``head`` back to a legal terminus, head first, nothing filtered."""
+    return list(walk_back(idx, sid, head))
 
 
 def branch(idx: SessionIndex, sid: str, head: str) -> list[Node]:
