@@ -13,5 +13,6 @@ from . import read_cmds  # noqa: E402,F401
 from . import write_cmds  # noqa: E402,F401
 from . import demo_cmd  # noqa: E402,F401
 from . import upgrade_cmds  # noqa: E402,F401
+from . import verify_cmds  # noqa: E402,F401
 
 __all__ = ["main"]

@@ -1,0 +1,50 @@
+"""``scriptorium memory verify [SID…] [--repair]``: are the marks a prefix on every branch?"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .app import App, command, memory, output
+
+
+def _human(d: dict[str, Any]) -> str:
+    lines = []
+    for fix in d.get("repaired", []):
+        if fix["kind"] == "unmarked":
+            lines.append(f"repaired {fix['session_id']}: took back {len(fix['node_ids'])} "
+                         f"mark(s), those turns are offered again")
+        else:
+            lines.append(f"repaired: interrupted install {fix['done']}")
+    for p in d["problems"]:
+        where = "/".join(x for x in (p["session_id"], p["node_id"]) if x) or "workspace"
+        lines.append(f"{p['severity']}: {p['kind']} {where}: {p['detail']}")
+    c = d["checked"]
+    lines.append(f"{'ok' if d['ok'] else 'NOT OK'}: {c['sessions']} session(s), "
+                 f"{c['branches']} live branch(es), {c['marked_turns']} marked turn(s) checked")
+    return "\n".join(lines)
+
+
+@command(memory, "verify")
+@click.argument("session_ids", nargs=-1, metavar="[SID]...")
+@click.option("--repair", is_flag=True,
+              help="Take back the marks that strand turns behind a gap (and marks of turns "
+                   "with no archived evidence), so the next write offers those turns again.")
+def verify_cmd(app: App, session_ids: tuple[str, ...], repair: bool) -> None:
+    """Check that on every live branch this workspace's marks form a prefix, that every
+    marked turn is archived, and list marked turns no topic cites. Read-only without
+    --repair; exits non-zero while an error-level problem remains."""
+    from ..memory.verify import verify
+    from ..memory.workspace import Workspace
+    from ..memory.writing import Memory
+
+    root = app.home / "memory"
+    # Without --repair nothing may change: no layout, no identity, no crash recovery.
+    workspace = Workspace.open(root, create=True) if repair else Workspace(root)
+    mem = Memory(app.home, settings=app.settings(), workspace=workspace)
+    report = verify(mem, list(session_ids) or None, repair=repair)
+    output(app, report.to_dict(), _human)
+    if not report.ok:
+        sys.exit(1)
