@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ..config import Settings, load_settings
+from ..config import Settings, load_settings, resolve_home
 from ..errors import ScriptoriumError
 from ..faults import fault_point
 from ..sessions import SessionStore
@@ -111,15 +111,16 @@ def _epoch(value: float | str | None) -> float | None:
 class Memory:
     """Long-term memory for the sessions of one home: the library's main entry point.
 
-    ``Memory(home)`` opens ``home/sessions`` and ``home/memory``. Pass ``writer`` to use your
+    ``Memory(home)`` opens ``home/sessions`` and ``home/memory`` (home: the argument, else
+    ``$SCRIPTORIUM_HOME``, else ``~/.scriptorium``; ``~`` is expanded). Pass ``writer`` to use your
     own :class:`~scriptorium.memory.writers.Writer`; by default the configured kind is used.
     """
 
-    def __init__(self, home: Path | str, *, settings: Settings | None = None,
+    def __init__(self, home: Path | str | None = None, *, settings: Settings | None = None,
                  writer: Writer | None = None, store: SessionStore | None = None,
                  workspace: Workspace | None = None,
                  clock: Callable[[], float] = time.time):
-        self.home = Path(home)
+        self.home = resolve_home(home)  # as the CLI: argument, $SCRIPTORIUM_HOME, ~/.scriptorium
         self.settings = settings or load_settings(self.home)
         self.store = store or SessionStore(self.home / "sessions")
         self.workspace = workspace or Workspace.open(self.home / "memory")
@@ -181,6 +182,14 @@ class Memory:
             return step
         try:
             with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT):
+                stranded = self._would_strand(session_id, batch)
+                if stranded:
+                    step.failure = Failure(
+                        "STALE_BATCH", True,
+                        f"session {session_id}: marking this batch would strand "
+                        f"{len(stranded)} unwritten turn(s) before it (from {stranded[0]}); "
+                        f"the branch changed since the batch was taken")
+                    return step
                 self.workspace.sources.archive([to_source_record(r) for r in batch])
                 fault_point("after-archive")
                 cited = cited_sources(self.workspace)
@@ -204,6 +213,20 @@ class Memory:
         except Exception as exc:  # every failure is reported, none is swallowed silently
             step.failure = classify(exc)
         return step
+
+    def _would_strand(self, session_id: str, batch: Sequence[Record]) -> list[str]:
+        """Unmarked turns before the batch on its own branch (caller holds the lock).
+
+        A batch is taken before the workspace lock; by the time the lock is held another
+        process may have taken marks back (``memory verify --repair``). Marking it then would
+        put a mark after an unmarked turn: a gap that strands that turn for good. Checked
+        under the lock, where every marker and every repair runs, so it cannot go stale.
+        """
+        in_batch = {r.node_id for r in batch}
+        recs = self.branch_records(session_id, batch[-1].node_id)
+        last = max((i for i, r in enumerate(recs) if r.node_id in in_batch), default=-1)
+        return [r.node_id for r in recs[:last]
+                if r.node_id not in in_batch and not r.marked_for(self.workspace_id)]
 
     def _write_and_install(self, session_id: str, batch: Sequence[Record], refs: list[str],
                            cited: set[str], title: str):
