@@ -45,9 +45,10 @@ def build(store: SessionStore, ops) -> None:
                                        "caller": target.id})
         elif op == "blank":
             store.append_message("s", {"id": name, "role": "user", "content": "   "})
-        elif op == "retry" and target.role == "llm" and target.predecessor:
+        elif op == "retry" and target.role == "llm" and target.predecessor \
+                and not target.is_runtime:
             store.retry("s", target.id, f"again {name}", node_id=name)
-        elif op == "edit" and target.role == "user" and target.chain_level:
+        elif op == "edit" and target.role == "user" and not target.is_runtime:
             store.edit("s", target.id, f"edited {name}", node_id=name)
         elif op == "rewind" and store.head("s"):
             chain = [m["id"] for m in store.get_branch("s") if m["role"] == "user"]
