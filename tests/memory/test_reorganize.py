@@ -21,7 +21,7 @@ from scriptorium.memory.workspace import Workspace
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 
-from search_support import archive, block_ids, open_ws, render, write_paragraphs, write_topic
+from search_support import archive, block_ids, open_ws, write_paragraphs
 
 TS = "2026-08-01T10:00:00+00:00"
 

@@ -19,7 +19,7 @@ from scriptorium.memory.search import SearchIndex, attach, search
 from scriptorium.memory.search import index as index_mod
 from scriptorium.memory.workspace import Workspace
 
-from search_support import archive, open_ws, render, write_paragraphs, write_topic
+from search_support import archive, open_ws, render, write_paragraphs
 
 TS = "2026-08-01T10:00:00+00:00"
 DOC_COLUMNS = "kind, path, block_id, claim, text, sources, dates, headings, trusted"
@@ -136,7 +136,7 @@ def test_a_same_size_rewrite_the_fingerprint_cannot_see_is_caught_by_its_content
 
 def test_a_fingerprint_old_enough_is_trusted_without_reading_the_file(ws, monkeypatch):
     seed(ws)
-    index = SearchIndex.of(ws)
+    SearchIndex.of(ws)
     search(ws, "kiln")
     past = index_mod.time.time_ns() + 10 * index_mod.RACY_NS
     monkeypatch.setattr(index_mod.time, "time_ns", lambda: past)

@@ -16,7 +16,6 @@ from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
 
-from testkit import copy_state
 
 
 class RecordingWriter(EmbeddedWriter):

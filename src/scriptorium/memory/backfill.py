@@ -16,13 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import InvalidInput, ScriptoriumError
+from ..errors import InvalidInput
 from ..tokens import count_tokens
 from .citations import cited_sources
 from .progress import Step
 from .records import Record
 from .sources import Frame, split_source_id
-from .writers import WriteRequest, Writer
+from .failures import classify
+from .writers import WriteRequest, Writer, run_writer
 
 BACKFILL_LOCK_TIMEOUT = 5.0
 DEFAULT_BUDGET_TOKENS = 16_000
@@ -102,36 +103,15 @@ def to_record(frame: Frame, ordinal: int = 0) -> Record:
                   mark=None, tokens=max(1, count_tokens(frame.text)), provider=provider)
 
 
-def _failure(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, ScriptoriumError):
-        return exc.to_dict()
-    return {"reason_code": "WRITER_FAILURE_UNKNOWN",
-            "retryable": bool(getattr(exc, "retryable", False)),
-            "message": f"{type(exc).__name__}: {exc}"}
-
-
 def _write_batch(workspace: Any, writer: Writer, batch: list[Candidate],
                  cited: frozenset[str]) -> None:
-    """One restricted transaction for ``batch``; a rejected commit earns the writer's repair
-    runs (each told why), then the rejection propagates."""
-    from .transaction import TransactionError
-
+    """One restricted transaction for ``batch`` (see :func:`~.writers.run_writer`)."""
     refs = [c.source_id for c in batch]
     rows = [to_record(c.frame, k) for k, c in enumerate(batch)]
-    attempts = 1 + max(0, int(getattr(writer, "repair_attempts", 0)))
-    rejection: str | None = None
-    for attempt in range(attempts):
-        with workspace.begin(allowed_sources=refs, purpose="backfill") as tx:
-            writer.write(WriteRequest(batch=rows, stage=tx.stage, cited=cited,
-                                      purpose="backfill", rejection=rejection,
-                                      log_dir=getattr(workspace, "runtime_dir", None)))
-            try:
-                tx.commit(f"memory: backfill {len(refs)} source(s)")
-                return
-            except TransactionError as exc:
-                if exc.retryable or attempt + 1 == attempts:
-                    raise
-                rejection = f"{exc.code}: {exc}"
+    run_writer(workspace, writer,
+               WriteRequest(batch=rows, stage=workspace.root, cited=cited, purpose="backfill",
+                            log_dir=workspace.runtime_dir),
+               refs=refs, purpose="backfill", message=f"memory: backfill {len(refs)} source(s)")
 
 
 def check_budget(budget_tokens: object) -> int:
@@ -167,7 +147,7 @@ def backfill(memory_or_workspace: Any, writer: Writer, *,
             try:
                 _write_batch(workspace, writer, batch, frozenset(cited_sources(workspace)))
             except Exception as exc:  # reported; earlier batches stay installed
-                report.status, report.failure = "failed", _failure(exc)
+                report.status, report.failure = "failed", classify(exc).to_dict()
                 pending = candidates(workspace)
                 break
             report.batches += 1

@@ -25,11 +25,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from ..config import Settings
 from ..errors import InvalidInput, ScriptoriumError
-from .topics import (Block, Claim, Evidence, Heading, SourceLink, TopicDoc, TopicFormatError,
+from .topics import (Block, Evidence, Heading, SourceLink, TopicDoc, TopicFormatError,
                      parse_topic, render_topic, repoint_block_links)
 
 LOCK_TIMEOUT = 5.0

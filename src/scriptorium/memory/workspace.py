@@ -370,8 +370,10 @@ class Workspace:
 
     def add_install_hook(self, fn: Callable[["Workspace", "TransactionResult"], None]) -> None:
         """Call ``fn(workspace, result)`` after each successful install (a failing hook is
-        reported in ``result.warnings`` and never undoes the install)."""
-        self._install_hooks.append(fn)
+        reported in ``result.warnings`` and never undoes the install). Adding the same hook
+        twice registers it once."""
+        if fn not in self._install_hooks:
+            self._install_hooks.append(fn)
 
     @property
     def install_hooks(self) -> list[Callable[["Workspace", "TransactionResult"], None]]:

@@ -26,36 +26,13 @@ from ..faults import fault_point
 from ..sessions import SessionStore
 from . import search
 from .citations import cited_sources
+from .failures import Failure, classify
 from .records import MARK_KEY, Record, first_batch, is_record, records, total_tokens
 from .sources import SourceRecord
-from .transaction import TransactionError
 from .workspace import Workspace
-from .writers import WriteRequest, Writer, make_writer
+from .writers import WriteRequest, Writer, make_writer, run_writer
 
 WRITE_LOCK_TIMEOUT = 1.0
-
-
-@dataclass
-class Failure:
-    """Why a write did not happen, and whether trying again later can help."""
-
-    reason_code: str
-    retryable: bool
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"reason_code": self.reason_code, "retryable": self.retryable,
-                "message": self.message}
-
-
-def classify(exc: BaseException) -> Failure:
-    """Turn any exception from a write step into a reported failure."""
-    if isinstance(exc, ScriptoriumError):
-        return Failure(exc.code, exc.retryable, str(exc))
-    if isinstance(exc, ValueError):
-        return Failure("WRITER_PRECONDITION_FAILED", False, str(exc) or type(exc).__name__)
-    retryable = bool(getattr(exc, "retryable", False))
-    return Failure("WRITER_FAILURE_UNKNOWN", retryable, f"{type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -195,7 +172,13 @@ class Memory:
                 cited = cited_sources(self.workspace)
                 title = str(self.store.get_meta(session_id).get("title") or "")
                 refs = [r.source_id for r in batch]
-                result, audit = self._write_and_install(session_id, batch, refs, cited, title)
+                result, audit = run_writer(
+                    self.workspace, self.writer,
+                    WriteRequest(batch=list(batch), stage=self.workspace.root,
+                                 cited=frozenset(cited), session_title=title,
+                                 log_dir=self.workspace.runtime_dir),
+                    refs=refs, purpose="write",
+                    message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)
                 if not step.changed_files:
                     if not all(ref in cited for ref in refs):
@@ -227,34 +210,6 @@ class Memory:
         last = max((i for i, r in enumerate(recs) if r.node_id in in_batch), default=-1)
         return [r.node_id for r in recs[:last]
                 if r.node_id not in in_batch and not r.marked_for(self.workspace_id)]
-
-    def _write_and_install(self, session_id: str, batch: Sequence[Record], refs: list[str],
-                           cited: set[str], title: str):
-        """Run the writer on a fresh stage and install; a rejected commit earns the writer's
-        repair runs (each told why), after which the rejection is COMMIT_REJECTED."""
-        writer = self.writer
-        rejection: str | None = None
-        attempts = 1 + max(0, int(getattr(writer, "repair_attempts", 0)))
-        for attempt in range(attempts):
-            with self.workspace.begin(allowed_sources=refs, purpose="write") as tx:
-                audit = writer.write(WriteRequest(
-                    batch=list(batch), stage=tx.stage, cited=frozenset(cited),
-                    session_title=title, rejection=rejection,
-                    log_dir=self.workspace.runtime_dir))
-                fault_point("writer-ran")
-                try:
-                    result = tx.commit(f"memory: write {len(batch)} turn(s) of {session_id}")
-                except TransactionError as exc:
-                    if exc.retryable or attempts == 1:
-                        raise
-                    if attempt + 1 == attempts:
-                        raise TransactionError(
-                            f"edits rejected again after {attempts - 1} repair run(s): {exc}",
-                            code="COMMIT_REJECTED", retryable=False) from exc
-                    rejection = f"{exc.code}: {exc}"
-                    continue
-            return result, audit
-        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- the three write paths -----------------------------------------------------------
 

@@ -9,8 +9,6 @@ is rebuilt from the files whenever it is missing or stale.
 from __future__ import annotations
 
 import logging
-import threading
-import weakref
 from typing import Any
 
 from .embedding import Embedder, EmbeddingUnavailable, load_embedder, rrf_fuse
@@ -22,10 +20,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Embedder", "EmbeddingUnavailable", "Hit", "SearchIndex", "attach", "follow",
            "load_embedder", "rebuild", "rrf_fuse", "search", "update_index"]
-
-_attached: dict[int, Any] = {}  # id(workspace) -> weak (or, if impossible, strong) ref
-_attach_lock = threading.Lock()
-
 
 def update_index(workspace: Any, result: Any) -> None:
     """Install hook: re-index the files a transaction changed. It never fails the install
@@ -45,17 +39,8 @@ def update_index(workspace: Any, result: Any) -> None:
 
 def attach(workspace: Any) -> None:
     """Keep ``workspace``'s search index current inside every installed transaction.
-    Calling it again for the same workspace object does nothing."""
-    with _attach_lock:
-        known = _attached.get(id(workspace))
-        if known is not None and known() is workspace:
-            return
-        workspace.add_install_hook(update_index)
-        try:
-            _attached[id(workspace)] = weakref.ref(
-                workspace, lambda _ref, key=id(workspace): _attached.pop(key, None))
-        except TypeError:  # not weakly referenceable: keep it (and so its id) alive
-            _attached[id(workspace)] = lambda ws=workspace: ws
+    Calling it again for the same workspace object does nothing (hooks register once)."""
+    workspace.add_install_hook(update_index)
 
 
 def rebuild(workspace: Any, include_sources: bool | None = None) -> int:

@@ -5,6 +5,6 @@ stage directory, what memory already cites), edit ``stage/topics/**.md`` and ret
 What changed is decided by the transaction, never by the writer's own claims.
 """
 
-from .base import WriteRequest, Writer, WriterAudit, make_writer
+from .base import WriteRequest, Writer, WriterAudit, make_writer, run_writer
 
-__all__ = ["WriteRequest", "Writer", "WriterAudit", "make_writer"]
+__all__ = ["WriteRequest", "Writer", "WriterAudit", "make_writer", "run_writer"]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from ...config import Settings
 from ...errors import InvalidInput
+from ...faults import fault_point
 from ..records import Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..transaction import TransactionResult
+    from ..workspace import Workspace
 
 
 @dataclass
@@ -67,3 +72,36 @@ def make_writer(kind: str, settings: Settings | None = None) -> Writer:
             raise InvalidInput(f"the llm writer is not available: {exc}") from None
         return LLMWriter.from_settings(settings or Settings())
     raise InvalidInput(f"unknown writer {kind!r} (embedded or llm)")
+
+
+def run_writer(workspace: "Workspace", writer: Writer, request: WriteRequest, *,
+               refs: Sequence[str], purpose: str,
+               message: str) -> tuple["TransactionResult", WriterAudit]:
+    """Run ``writer`` on a fresh stage of ``workspace`` and install its edits, with ``refs``
+    as the only evidence new citations may use.
+
+    A rejected commit earns the writer's ``repair_attempts`` further runs, each on a fresh
+    stage and told why (``request.rejection``); once they are spent the rejection is
+    COMMIT_REJECTED. A writer without repair runs sees its rejection as it was. Retryable
+    errors (the workspace moved under the writer) are raised at once.
+    """
+    from ..transaction import TransactionError
+
+    attempts = 1 + max(0, int(getattr(writer, "repair_attempts", 0)))
+    rejection: str | None = None
+    attempt = 0
+    while True:
+        attempt += 1
+        with workspace.begin(allowed_sources=refs, purpose=purpose) as tx:
+            audit = writer.write(replace(request, stage=tx.stage, rejection=rejection))
+            fault_point("writer-ran")
+            try:
+                return tx.commit(message), audit
+            except TransactionError as exc:
+                if exc.retryable or attempts == 1:
+                    raise
+                if attempt == attempts:
+                    raise TransactionError(
+                        f"edits rejected again after {attempts - 1} repair run(s): {exc}",
+                        code="COMMIT_REJECTED", retryable=False) from exc
+                rejection = f"{exc.code}: {exc}"
