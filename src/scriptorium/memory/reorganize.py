@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 from ..config import Settings
 from ..errors import InvalidInput, ScriptoriumError
-from .topics import (Block, Evidence, Heading, SourceLink, TopicDoc, TopicFormatError,
-                     parse_topic, render_topic, repoint_block_links)
+from .topics import (Block, Evidence, SourceLink, TopicDoc, TopicFormatError,
+                     parse_topic, prune_sections, render_topic, repoint_block_links)
 
 LOCK_TIMEOUT = 5.0
 MAX_DROP_SHARE = 0.25
@@ -305,7 +305,7 @@ class _Stage:
             path = self.stage / doc.path
             if id(doc) in self.dirty:
                 cited = {fid for b in doc.blocks for fid in b.citations}
-                doc.items = _prune_sections([
+                doc.items = prune_sections([
                     item for item in doc.items
                     if not (isinstance(item, Evidence) and item.fid not in cited)])
                 if not doc.blocks:
@@ -320,25 +320,6 @@ class _Stage:
                 path.write_text(text2, encoding="utf-8")
                 changed.append(doc.path)
         return changed
-
-
-def _prune_sections(items: list) -> list:
-    """Drop headings whose section no longer holds a block (with what else is in it)."""
-    out = []
-    i = 0
-    while i < len(items):
-        item = items[i]
-        if isinstance(item, Heading):
-            j = i + 1
-            while j < len(items) and not (isinstance(items[j], Heading)
-                                          and items[j].level <= item.level):
-                j += 1
-            if not any(isinstance(x, Block) for x in items[i + 1:j]):
-                i = j
-                continue
-        out.append(item)
-        i += 1
-    return out
 
 
 def topic_files(stage: Path) -> list[str]:

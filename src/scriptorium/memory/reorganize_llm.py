@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import ScriptoriumError
-from ..tokens import count_tokens
-from .writers.base import WriteRequest, WriterAudit
-from .writers.llm import LLMWriter, RunStats, _is_openai_error, classify_openai_error
+from .writers.base import WriteRequest
+from .writers.llm import LLMWriter
 from .writers.llm_prompt import render_structure
-from .writers.llm_tools import StageTools
 
 SYSTEM_PROMPT = """\
 You reorganize a long-term memory: Markdown topic files under topics/ whose paragraphs state \
@@ -54,30 +51,10 @@ class LLMOrganizer(LLMWriter):
         (``MODEL_*`` codes) on endpoint failures."""
         request = WriteRequest(batch=[], stage=Path(stage), purpose="reorganize",
                                log_dir=log_dir)
-        audit = WriterAudit(writer=self.name)
-        stats = RunStats()
         task = ("Task: reorganize memory. Current workspace structure:\n" +
                 render_structure(Path(stage)) +
                 "\n\nRead the files you need, merge duplicates with edit, then reply with one "
                 "short sentence.")
         messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT},
                                           {"role": "user", "content": task}]
-        prompt_chars = sum(len(m["content"]) for m in messages)
-        prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
-        try:
-            client = self.client()
-            self._loop(client, messages, StageTools(Path(stage)), audit, stats)
-        except ScriptoriumError as exc:
-            self._finish(audit, stats, request, prompt_chars, prompt_tokens,
-                         outcome=exc.code, error=exc)
-            raise
-        except Exception as exc:
-            error = classify_openai_error(exc, self.base_url) if _is_openai_error(exc) else None
-            self._finish(audit, stats, request, prompt_chars, prompt_tokens,
-                         outcome=error.code if error else "WRITER_FAILURE_UNKNOWN",
-                         error=error or exc)
-            if error is None:
-                raise
-            raise error from None
-        self._finish(audit, stats, request, prompt_chars, prompt_tokens, outcome=stats.reason)
-        return audit.summary
+        return self.run(messages, request).summary

@@ -640,13 +640,13 @@ def normalize_topic(text: str, path: str, *, committed_ids: Iterable[str], resol
         if isinstance(item, Block) and not render_block(item):
             continue  # nothing left of it (a bare invented "^id")
         kept_items.append(item)
-    kept_items = _prune_sections(kept_items)
+    kept_items = prune_sections(kept_items)
     if not any(isinstance(item, Block) for item in kept_items):
         return ""
     return render_topic(TopicDoc(path=path, blocks=[], evidence={}, items=kept_items))
 
 
-def _prune_sections(items: list[Item]) -> list[Item]:
+def prune_sections(items: list[Item]) -> list[Item]:
     """Drop every heading whose section (up to the next heading of the same or a higher
     level) holds no block, together with that section's contents except definitions."""
     out: list[Item] = []

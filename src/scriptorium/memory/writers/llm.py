@@ -232,11 +232,16 @@ class LLMWriter:
     # -- the run --------------------------------------------------------------------------------
 
     def write(self, request: WriteRequest) -> WriterAudit:
+        return self.run(build_prompt(
+            request.batch, request.stage, session_title=request.session_title,
+            cited=request.cited, purpose=request.purpose, rejection=request.rejection), request)
+
+    def run(self, messages: list[dict[str, Any]], request: WriteRequest) -> WriterAudit:
+        """Drive the model over ``messages`` with the file tools of ``request.stage``: every
+        call audited, the run logged to ``request.log_dir``, endpoint failures classified
+        (``MODEL_*``). The task is the caller's (a batch of turns, or a reorganize)."""
         audit = WriterAudit(writer=self.name)
         stats = RunStats()
-        messages: list[dict[str, Any]] = build_prompt(
-            request.batch, request.stage, session_title=request.session_title,
-            cited=request.cited, purpose=request.purpose, rejection=request.rejection)
         prompt_chars = sum(len(m["content"]) for m in messages)
         prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
         try:
