@@ -135,3 +135,12 @@ def test_git_history_is_created_lazily_with_a_local_identity(tmp_path):
     assert sha and repo.commit_all("nothing") is None
     assert [row["message"] for row in repo.log()] == ["add a", "init"]
     assert repo.fsck()
+
+
+def test_an_initial_commit_can_leave_existing_files_to_the_next_commit(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "a.txt").write_text("x")
+    repo = GitRepo(tmp_path / "r")
+    repo.ensure(initial_message="init", include_existing=False)
+    assert repo.commit_all("first turn") is not None
+    assert [row["message"] for row in repo.log()] == ["first turn", "init"]

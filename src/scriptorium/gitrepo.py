@@ -46,8 +46,12 @@ class GitRepo:
     def exists(self) -> bool:
         return (self.path / ".git").exists()
 
-    def ensure(self, exclude: Iterable[str] = (), initial_message: str = "init") -> bool:
-        """Initialise the repo if missing; return True when it was created now."""
+    def ensure(self, exclude: Iterable[str] = (), initial_message: str = "init",
+               include_existing: bool = True) -> bool:
+        """Initialise the repo if missing; return True when it was created now.
+
+        The initial commit holds the files already there (``include_existing``), or is empty
+        so that the change which triggered the init gets a commit of its own."""
         if self.exists:
             return False
         self.path.mkdir(parents=True, exist_ok=True)
@@ -61,7 +65,8 @@ class GitRepo:
             info.mkdir(parents=True, exist_ok=True)
             with open(info / "exclude", "a", encoding="utf-8") as fh:
                 fh.write("\n".join(lines) + "\n")
-        self.commit_all(initial_message, allow_empty=True)
+        self.commit_all(initial_message, paths=None if include_existing else [],
+                        allow_empty=True)
         return True
 
     def commit_all(self, message: str, paths: Sequence[str] | None = None,

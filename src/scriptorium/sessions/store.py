@@ -37,22 +37,6 @@ GITIGNORE = f"{LOCK_NAME}\n*.tmp\nlarge_nodes/\nfile_backups/\n"
 HeadListener = Callable[[str, "str | None", "str | None"], None]
 
 
-class _SessionRepo(GitRepo):
-    """A session's repo: its lazy init makes an *empty* "session init" commit, so the turn
-    that triggered the init still gets its own "turn: …" commit (GitRepo.ensure would fold
-    every existing file into the init commit)."""
-
-    def ensure(self, exclude: Any = (), initial_message: str = "session init") -> bool:
-        if self.exists:
-            return False
-        self._run(["init", "-q", "--initial-branch=main"])
-        self._run(["config", "user.name", self.name])
-        self._run(["config", "user.email", self.email])
-        self._run(["config", "commit.gpgsign", "false"])
-        self._run(["commit", "-q", "--no-verify", "--allow-empty", "-m", initial_message])
-        return True
-
-
 @dataclass
 class _Op:
     """One locked write: the fresh index, head-move events to announce after unlocking."""
@@ -503,8 +487,8 @@ class SessionStore(ForkOps):
         sdir = op.idx.dir
         if not (sdir / ".gitignore").exists():
             atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
-        repo = _SessionRepo(sdir)
-        repo.ensure(initial_message="session init")
+        repo = GitRepo(sdir)
+        repo.ensure(initial_message="session init", include_existing=False)
         return repo.commit_all(message)
 
     def _maybe_commit(self, op: _Op, node: Node, commit: bool | None) -> str | None:
