@@ -46,3 +46,13 @@ def test_a_redo_of_a_batch_that_is_already_marked_still_goes_through(home):
     batch = mem.branch_records("s")[:2]
     step = mem.write_batch("s", batch)
     assert step.failure is None and step.marked == ["m0", "m1"]
+
+
+def test_a_gap_deeper_in_the_branch_does_not_hold_later_writes_back(home):
+    mem = build(home)
+    mem.store.merge_node_metadata_batch("s", {"m2": {MARK_KEY: None}})  # a lost mark, no repair
+    mem.store.append_message("s", {"id": "m6", "role": "user", "content": "one more thing"})
+    result = mem.write_session("s")
+    assert result.failure is None and result.marked == ["m6"]
+    problems = verify(mem).problems
+    assert [(p.kind, p.node_id) for p in problems if p.kind == "gap"] == [("gap", "m2")]

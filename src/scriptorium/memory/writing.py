@@ -198,18 +198,30 @@ class Memory:
         return step
 
     def _would_strand(self, session_id: str, batch: Sequence[Record]) -> list[str]:
-        """Unmarked turns before the batch on its own branch (caller holds the lock).
+        """The unmarked turn right before the batch on its branch, if any (caller holds the
+        lock).
 
         A batch is taken before the workspace lock; by the time the lock is held another
-        process may have taken marks back (``memory verify --repair``). Marking it then would
-        put a mark after an unmarked turn: a gap that strands that turn for good. Checked
-        under the lock, where every marker and every repair runs, so it cannot go stale.
+        process may have taken marks back (``memory verify --repair`` takes back every mark
+        from a gap onward). Marking the batch then would put a mark after an unmarked turn: a
+        gap that strands that turn for good. The turn just before the batch tells: a repair
+        unmarks it too, and a pending batch always starts right after a marked turn. Only that
+        one turn is read (the walk stops there), and a gap deeper in the branch — which
+        verify reports — does not hold every later write back.
         """
         in_batch = {r.node_id for r in batch}
-        recs = self.branch_records(session_id, batch[-1].node_id)
-        last = max((i for i, r in enumerate(recs) if r.node_id in in_batch), default=-1)
-        return [r.node_id for r in recs[:last]
-                if r.node_id not in in_batch and not r.marked_for(self.workspace_id)]
+        before: list[dict] = []
+
+        def stop(message: dict) -> bool:
+            if message.get("id") not in in_batch and is_record(message):
+                before.append(message)
+                return True
+            return False
+
+        self.store.branch_tail(session_id, batch[-1].node_id, stop=stop)
+        if before and before[0].get(MARK_KEY) != self.workspace_id:
+            return [str(before[0]["id"])]
+        return []
 
     # -- the three write paths -----------------------------------------------------------
 
