@@ -69,9 +69,32 @@ class GitRepo:
                         allow_empty=True)
         return True
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove the lock files a git process killed mid-command leaves behind (index, HEAD,
+        refs); return their paths relative to ``.git``.
+
+        Git takes these with O_EXCL and never breaks them, so one left by a SIGKILLed commit
+        makes every later commit fail for good. Callers serialise every command on a repo
+        under their own lock, so a lock file found when they start one is stale.
+        """
+        gitdir = self.path / ".git"
+        found = [gitdir / "index.lock", gitdir / "HEAD.lock"]
+        if (gitdir / "refs").is_dir():
+            found += sorted((gitdir / "refs").rglob("*.lock"))
+        removed = []
+        for path in found:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(path.relative_to(gitdir).as_posix())
+        return removed
+
     def commit_all(self, message: str, paths: Sequence[str] | None = None,
                    allow_empty: bool = False) -> str | None:
-        """Stage everything (or ``paths``) and commit; None when nothing changed."""
+        """Stage everything (or ``paths``) and commit; None when nothing changed. A lock a
+        killed git left behind is cleared first (see :meth:`clear_stale_locks`)."""
+        self.clear_stale_locks()
         if paths is None:
             self._run(["add", "-A"])
         else:
