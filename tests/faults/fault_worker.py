@@ -55,9 +55,52 @@ class AuditedWriter(EmbeddedWriter):
         return super().write(request)
 
 
-def open_memory(home: str, trigger: int, audit: str | None) -> Memory:
-    return Memory(home, settings=load_settings(Path(home), {"trigger_tokens": trigger}),
-                  writer=AuditedWriter(audit))
+class MarkFirstMemory(Memory):
+    """The baseline for the README figures: the order the written-marker note forbids
+    (archive, MARK, then write and install). A crash after the mark and before the install
+    leaves turns marked that memory never took in: they are lost, silently."""
+
+    def write_batch(self, session_id, batch, tip=None):
+        from scriptorium.faults import fault_point
+        from scriptorium.memory.failures import classify
+        from scriptorium.memory.records import MARK_KEY
+        from scriptorium.memory.writers import WriteRequest, run_writer
+        from scriptorium.memory.writing import StepResult, to_source_record
+
+        step = StepResult(batch=list(batch), tip=tip)
+        if not batch:
+            return step
+        try:
+            with self.workspace.lock(timeout=1.0):
+                self.workspace.sources.archive([to_source_record(r) for r in batch])
+                fault_point("after-archive")
+                fault_point("before-mark")
+                self.store.merge_node_metadata_batch(
+                    session_id, {r.node_id: {MARK_KEY: self.workspace_id} for r in batch})
+                fault_point("after-mark")
+                step.marked = [r.node_id for r in batch]
+                from scriptorium.memory.citations import cited_sources
+                result, _ = run_writer(
+                    self.workspace, self.writer,
+                    WriteRequest(batch=list(batch), stage=self.workspace.root,
+                                 cited=frozenset(cited_sources(self.workspace)),
+                                 session_title=str(self.store.get_meta(session_id).get("title")
+                                                   or "")),
+                    refs=[r.source_id for r in batch], purpose="write",
+                    message=f"memory: write {len(batch)} turn(s) of {session_id}")
+                step.changed_files = list(result.changed_files)
+        except Exception as exc:
+            step.failure = classify(exc)
+        return step
+
+
+BASELINES = {"mark-first": MarkFirstMemory}
+
+
+def open_memory(home: str, trigger: int, audit: str | None, baseline: str | None = None) -> Memory:
+    cls = BASELINES[baseline] if baseline else Memory
+    return cls(home, settings=load_settings(Path(home), {"trigger_tokens": trigger}),
+               writer=AuditedWriter(audit))
 
 
 def kill_at(spec: str | None) -> None:
@@ -90,7 +133,7 @@ def log_marks(path: str | None, results) -> None:
 
 def cmd_write(args) -> int:
     kill_at(args.kill_at)
-    mem = open_memory(args.home, args.trigger, args.audit)
+    mem = open_memory(args.home, args.trigger, args.audit, args.baseline)
     print("ready", flush=True)
     results = mem.write(force=args.mode == "session")
     log_marks(args.marks, results)
@@ -168,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--audit")
     parser.add_argument("--marks")
     parser.add_argument("--kill-at")
+    parser.add_argument("--baseline", choices=sorted(BASELINES))
     parser.add_argument("--until")
     parser.add_argument("--min-loops", type=int, default=1)
     parser.add_argument("--max-loops", type=int, default=50)

@@ -304,10 +304,11 @@ class Campaign:
     checks: int = 0  # invariant checks passed (after each crash and each restart)
     final: Final | None = None
     git_clean: bool = False
+    violations: list[str] = field(default_factory=list)  # baseline runs only
 
     def to_dict(self) -> dict[str, Any]:
         final = self.final or Final()
-        return {"rounds": self.rounds, "runs": self.runs, "crashes": self.crashes,
+        return {"violations": len(self.violations), "rounds": self.rounds, "runs": self.runs, "crashes": self.crashes,
                 "crashes_at": dict(self.crashes_at),
                 "random_kills_tried": self.random_kills_tried,
                 "unreached": dict(self.unreached), "workload_ops": dict(self.workload_ops),
@@ -315,6 +316,7 @@ class Campaign:
                 "redundant_turn_handoffs": self.redundant_handoffs,
                 "checks": self.checks, "eligible_turns": final.eligible,
                 "omissions": len(final.omissions), "uncited": len(final.uncited),
+                "lost_turns": len(set(final.omissions) | set(final.uncited)),
                 "duplicate_citations": len(final.duplicate_citations),
                 "git_commits": final.commits, "git_clean": self.git_clean}
 
@@ -336,8 +338,22 @@ def schedule(rounds: int, rng: random.Random, random_share: float = 0.3) -> list
 
 
 def run_campaign(home: Path, *, rounds: int, seed: int = 0, ops_per_round: int = 4,
-                 trigger: int = 40, random_share: float = 0.3, progress=None) -> Campaign:
-    """See the module docstring. Raises InvariantBroken at the first broken invariant."""
+                 trigger: int = 40, random_share: float = 0.3, baseline: str | None = None,
+                 progress=None) -> Campaign:
+    """See the module docstring. Raises InvariantBroken at the first broken invariant.
+
+    ``baseline`` ("mark-first") runs the same schedule with a write path in the order the
+    written-marker note forbids, for the README's side-by-side figures: broken invariants are
+    then counted in ``violations`` instead of raised."""
+
+    def checked(fn, *args) -> None:
+        try:
+            fn(*args)
+        except InvariantBroken as exc:
+            if baseline is None:
+                raise
+            stats.violations.append(str(exc)[:300])
+
     rng = random.Random(seed)
     home.mkdir(parents=True, exist_ok=True)
     audit, marks = home.parent / f"{home.name}-audit.jsonl", home.parent / f"{home.name}-marks.jsonl"
@@ -346,6 +362,8 @@ def run_campaign(home: Path, *, rounds: int, seed: int = 0, ops_per_round: int =
     busy: list[float] = []
     order: list[tuple[int, bool]] = []  # (pid, killed) of every write run, in order
     base = ["--trigger", str(trigger), "--audit", str(audit), "--marks", str(marks)]
+    if baseline:
+        base += ["--baseline", baseline]
     work.run(ops_per_round * 2)
     for kind, step, nth, mode in schedule(rounds, rng, random_share):
         stats.rounds += 1
@@ -367,7 +385,7 @@ def run_campaign(home: Path, *, rounds: int, seed: int = 0, ops_per_round: int =
         if run.killed:
             stats.crashes += 1
             stats.crashes_at[step or "random"] += 1
-            check_marks_prefix(home)
+            checked(check_marks_prefix, home)
             stats.checks += 1
         elif kind == "step":
             stats.unreached[step] += 1
@@ -377,20 +395,23 @@ def run_campaign(home: Path, *, rounds: int, seed: int = 0, ops_per_round: int =
         if restart.busy_seconds is not None:
             busy.append(restart.busy_seconds)
         order += [(run.pid, run.killed), (restart.pid, False)]
-        check_redos(read_jsonl(audit), order)
-        check_workspace(home)
+        checked(check_redos, read_jsonl(audit), order)
+        checked(check_workspace, home)
         stats.checks += 1
         if progress:
             progress(stats)
-    final = run_worker(["write", str(home), "--mode", "session", "--trigger", "1",
-                        "--audit", str(audit), "--marks", str(marks)])
+    final = run_worker(["write", str(home), "--mode", "session", *base, "--trigger", "1"])
     stats.runs += 1
     order.append((final.pid, False))
-    check_workspace(home)
+    checked(check_workspace, home)
     stats.checks += 1
     audit_lines = read_jsonl(audit)
     stats.handed = len(audit_lines)
-    stats.redone, stats.redundant_handoffs = check_redos(audit_lines, order)
+    checked(check_redos, audit_lines, order)
+    per_pid = redone_batches(audit_lines)
+    stats.redone = sum(per_pid.values())
+    stats.redundant_handoffs = sum(n - 1 for n in Counter(
+        ref for entry in audit_lines for ref in entry["batch"]).values())
     stats.final = final_state(home)
     stats.git_clean = git_clean(home)
     return stats
