@@ -82,13 +82,13 @@ def test_the_pending_walk_reads_only_the_backlog_on_a_long_session(tmp_path):
     store = SessionStore(tmp_path / "sessions", git=False)
     store.create_session("s")
     prev = "ROOT"
-    for i in range(2000):
+    for i in range(600):
         store.append_message("s", {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
                                    "content": f"turn {i}", "predecessor": prev})
         prev = f"m{i}"
     mem = Memory(tmp_path, settings=load_settings(tmp_path), store=store)
     store.merge_node_metadata_batch("s", {f"m{i}": {MARK_KEY: mem.workspace_id}
-                                          for i in range(1985, 1990)})
+                                          for i in range(585, 590)})
     converted = []
     from scriptorium.sessions import node as node_mod
 
@@ -103,5 +103,5 @@ def test_the_pending_walk_reads_only_the_backlog_on_a_long_session(tmp_path):
         pending = mem.pending("s")
     finally:
         node_mod.Node.to_message = original
-    assert [r.node_id for r in pending] == [f"m{i}" for i in range(1990, 2000)]
+    assert [r.node_id for r in pending] == [f"m{i}" for i in range(590, 600)]
     assert len(converted) <= 12  # the 10-turn backlog, the stop turn and the branch root
