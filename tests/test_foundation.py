@@ -144,3 +144,24 @@ def test_an_initial_commit_can_leave_existing_files_to_the_next_commit(tmp_path)
     repo.ensure(initial_message="init", include_existing=False)
     assert repo.commit_all("first turn") is not None
     assert [row["message"] for row in repo.log()] == ["first turn", "init"]
+
+
+def test_regular_files_lists_only_real_files_and_never_follows_links(tmp_path):
+    from scriptorium.fsutil import regular_files
+
+    (tmp_path / "t" / "a").mkdir(parents=True)
+    (tmp_path / "t" / "a" / "x.md").write_text("x")
+    (tmp_path / "t" / "y.txt").write_text("y")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "z.md").write_text("z")
+    os.symlink(tmp_path / "outside", tmp_path / "t" / "linkdir")
+    os.symlink(tmp_path / "outside" / "z.md", tmp_path / "t" / "link.md")
+    assert regular_files(tmp_path, tmp_path / "t", ".md") == ["t/a/x.md"]
+    assert regular_files(tmp_path, tmp_path / "t") == ["t/a/x.md", "t/y.txt"]
+    assert regular_files(tmp_path, tmp_path / "missing") == []
+
+
+def test_an_atomic_write_can_stage_its_temp_file_elsewhere_on_the_same_filesystem(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    atomic_write_text(tmp_path / "f.md", "data", tmp_dir=tmp_path / "tmp")
+    assert (tmp_path / "f.md").read_text() == "data" and not os.listdir(tmp_path / "tmp")

@@ -64,10 +64,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically (temp file in the same dir, then rename)."""
+def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True,
+                       tmp_dir: Path | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, then rename). The temp file goes
+    in ``tmp_dir`` when given (it must be on the same filesystem), else next to ``path``."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                               dir=tmp_dir if tmp_dir is not None else path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -86,8 +89,9 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: b
         fsync_dir(path.parent)
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o600, *, durable: bool = True) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode, durable=durable)
+def atomic_write_text(path: Path, text: str, mode: int = 0o600, *, durable: bool = True,
+                      tmp_dir: Path | None = None) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode, durable=durable, tmp_dir=tmp_dir)
 
 
 def atomic_write_json(path: Path, obj: Any, *, indent: int | None = None, mode: int = 0o600,
@@ -97,6 +101,21 @@ def atomic_write_json(path: Path, obj: Any, *, indent: int | None = None, mode: 
     else:
         text = json.dumps(obj, ensure_ascii=False, indent=indent)
     atomic_write_text(path, text, mode, durable=durable)
+
+
+def regular_files(root: Path, base: Path, suffix: str = "") -> list[str]:
+    """Root-relative POSIX paths of the regular files under ``base`` ending in ``suffix``,
+    sorted; symlinks (to files or directories) are never followed or listed."""
+    out: list[str] = []
+    if not base.is_dir() or base.is_symlink():
+        return out
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if name.endswith(suffix) and not os.path.islink(full) and os.path.isfile(full):
+                out.append(os.path.relpath(full, root).replace(os.sep, "/"))
+    return sorted(out)
 
 
 class FileLock:

@@ -7,29 +7,18 @@ run to find out what is wrong.
 
 from __future__ import annotations
 
-import os
 import posixpath
 from typing import Any
 
 from ..errors import InvalidInput, NotFound
-from ..fsutil import safe_join
+from ..fsutil import regular_files, safe_join
 from .topics import BLOCK_ID_RE, Block, Evidence, TopicDoc, render_block, render_evidence
 from .workspace import Workspace
 
 
 def source_files(ws: Workspace) -> list[str]:
     """Workspace-relative ``sources/**.md`` regular files (no symlinks), sorted."""
-    out: list[str] = []
-    base = ws.sources_dir
-    if not base.is_dir() or base.is_symlink():
-        return out
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            if name.endswith(".md") and not os.path.islink(full) and os.path.isfile(full):
-                out.append(os.path.relpath(full, ws.root).replace(os.sep, "/"))
-    return sorted(out)
+    return regular_files(ws.root, ws.sources_dir, ".md")
 
 
 def workspace_status(ws: Workspace) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import CorruptFile, ScriptoriumError
 from ..faults import fault_point
-from ..fsutil import atomic_write_json, fsync_dir, safe_join
+from ..fsutil import atomic_write_json, fsync_dir, regular_files, safe_join
 from .topics import (
     TopicDoc, TopicFormatError, normalize_topic, parse_topic, parse_topic_bytes,
     repoint_block_links, validate_tree,
@@ -91,20 +91,7 @@ def _sha(data: bytes) -> str:
 
 def _read_tree(root: Path) -> dict[str, bytes]:
     """Regular files under ``root/topics`` as {"topics/…": bytes} (symlinks are not read)."""
-    out: dict[str, bytes] = {}
-    base = root / "topics"
-    if not base.is_dir() or base.is_symlink():
-        return out
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            if os.path.islink(full) or not os.path.isfile(full):
-                continue
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
-            with open(full, "rb") as fh:
-                out[rel] = fh.read()
-    return out
+    return {rel: (root / rel).read_bytes() for rel in regular_files(root, root / "topics")}
 
 
 class Transaction:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..errors import ConcurrentUpdate
-from ..fsutil import FileLock, atomic_write_text
+from ..fsutil import FileLock, atomic_write_text, regular_files
 from ..gitrepo import GitRepo
 from .sources import SourceArchive
 from .topics import Block, TopicDoc, parse_topic_bytes
@@ -333,16 +333,7 @@ class Workspace:
 
     def topic_paths(self) -> list[str]:
         """Workspace-relative paths of every regular ``topics/**.md`` (no symlinks), sorted."""
-        out: list[str] = []
-        if not self.topics_dir.is_dir() or self.topics_dir.is_symlink():
-            return out
-        for dirpath, dirnames, filenames in os.walk(self.topics_dir, followlinks=False):
-            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-            for name in filenames:
-                full = os.path.join(dirpath, name)
-                if name.endswith(".md") and not os.path.islink(full) and os.path.isfile(full):
-                    out.append(os.path.relpath(full, self.root).replace(os.sep, "/"))
-        return sorted(out)
+        return regular_files(self.root, self.topics_dir, ".md")
 
     def read_topic(self, rel: str, *, strict: bool = True) -> TopicDoc:
         return parse_topic_bytes((self.root / rel).read_bytes(), rel, strict=strict)

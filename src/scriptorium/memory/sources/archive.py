@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from ...errors import CorruptFile, InvalidInput
-from ...fsutil import fsync_dir
+from ...fsutil import atomic_write_bytes, fsync_dir
 from .ids import (SOURCES_DIR, V2_DIR, SourceIdError, fold_name, is_anchor, is_v2_safe_id,
                   legacy_path, split_source_id, v2_path)
 from .legacy import read_legacy
@@ -288,23 +287,10 @@ class SourceArchive:
     def _replace(self, rel: str, text: str) -> None:
         target = self._abs(rel)
         self._makedirs(target.parent)
-        tmp_dir = self.tmp_dir if self.tmp_dir is not None else target.parent
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="source-archive-", suffix=".tmp", dir=tmp_dir)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(text.encode("utf-8", errors="surrogateescape"))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        fsync_dir(target.parent)
+        if self.tmp_dir is not None:
+            self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, text.encode("utf-8", errors="surrogateescape"),
+                           tmp_dir=self.tmp_dir)
         self._cache.pop(rel, None)
 
     def _makedirs(self, path: Path) -> None:
