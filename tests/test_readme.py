@@ -24,3 +24,18 @@ def test_the_readme_gives_the_demo_and_the_test_command_ci_runs():
     ci = (README.parent / ".ci" / "run").read_text()
     command = re.search(r"^(python -m pytest[^\n]*)$", ci, re.M).group(1)
     assert re.search(rf"^{re.escape(command)}\s", text, re.M), "CI must run the README's command"
+
+
+def test_the_main_entry_points_import_from_the_package():
+    import scriptorium
+    from scriptorium import Memory, SessionStore, Workspace, search
+    from scriptorium.memory.writing import Memory as memory_class
+
+    assert Memory is memory_class and callable(search)
+    assert SessionStore.__name__ == "SessionStore" and Workspace.__name__ == "Workspace"
+    try:
+        scriptorium.nothing_here
+    except AttributeError as exc:
+        assert "nothing_here" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("unknown names must raise AttributeError")
