@@ -335,3 +335,21 @@ def test_a_write_updates_the_search_index_inside_the_install(home):
     assert not index.is_stale(), "the install hook should have indexed the new topic"
     (hit,) = search(mem.workspace, "Tuesdays deploys", top_k=1)
     assert hit.sources == ["openprogram/s/m0"]
+
+
+def test_an_untitled_conversation_keeps_one_topic_across_its_batches(home):
+    mem = open_memory(home, trigger_tokens=8)
+    mem.store.create_session("s")  # no title
+    turns = ["Production runs PostgreSQL behind pgbouncer on port 6432.",
+             "Recorded the database setup.",
+             "Backups run nightly at two in the morning.",
+             "Noted the backup schedule.",
+             "The staging cluster mirrors production weekly.",
+             "Staging refresh noted."]
+    for i, text in enumerate(turns):
+        mem.store.append_message("s", {"id": f"m{i}", "role": "user" if i % 2 == 0
+                                       else "assistant", "content": text})
+    result = mem.write_session("s")
+    assert result.failure is None and len(result.steps) >= 3
+    files = sorted(p.name for p in (home / "memory" / "topics").rglob("*.md"))
+    assert files == ["production-postgresql.md"], files

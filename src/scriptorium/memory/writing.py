@@ -27,7 +27,8 @@ from ..sessions import SessionStore
 from . import search
 from .citations import cited_sources
 from .failures import Failure, classify
-from .records import MARK_KEY, Record, first_batch, is_record, records, total_tokens
+from .records import (MARK_KEY, Record, first_batch, is_record, message_text, records,
+                      total_tokens)
 from .sources import SourceRecord
 from .workspace import Workspace
 from .writers import WriteRequest, Writer, make_writer, run_writer
@@ -159,7 +160,7 @@ class Memory:
             return step
         try:
             with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT):
-                stranded = self._would_strand(session_id, batch)
+                stranded, opening = self._would_strand(session_id, batch)
                 if stranded:
                     step.failure = Failure(
                         "STALE_BATCH", True,
@@ -176,7 +177,7 @@ class Memory:
                     self.workspace, self.writer,
                     WriteRequest(batch=list(batch), stage=self.workspace.root,
                                  cited=frozenset(cited), session_title=title,
-                                 log_dir=self.workspace.runtime_dir),
+                                 subject_hint=opening, log_dir=self.workspace.runtime_dir),
                     refs=refs, purpose="write",
                     message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)
@@ -197,9 +198,10 @@ class Memory:
             step.failure = classify(exc)
         return step
 
-    def _would_strand(self, session_id: str, batch: Sequence[Record]) -> list[str]:
+    def _would_strand(self, session_id: str,
+                      batch: Sequence[Record]) -> tuple[list[str], str]:
         """The unmarked turn right before the batch on its branch, if any (caller holds the
-        lock).
+        lock), and the text the branch opened with (a subject for untitled sessions).
 
         A batch is taken before the workspace lock; by the time the lock is held another
         process may have taken marks back (``memory verify --repair`` takes back every mark
@@ -218,10 +220,11 @@ class Memory:
                 return True
             return False
 
-        self.store.branch_tail(session_id, batch[-1].node_id, stop=stop)
+        _, root = self.store.branch_tail(session_id, batch[-1].node_id, stop=stop)
+        opening = message_text(root.get("content")) if root else ""
         if before and before[0].get(MARK_KEY) != self.workspace_id:
-            return [str(before[0]["id"])]
-        return []
+            return [str(before[0]["id"])], opening
+        return [], opening
 
     # -- the three write paths -----------------------------------------------------------
 

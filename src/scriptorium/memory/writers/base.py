@@ -24,6 +24,9 @@ class WriteRequest:
     stage: Path
     cited: frozenset[str] = frozenset()  # source ids the committed topics already cite
     session_title: str = ""
+    # What the conversation opened with (its branch's first turn): a stable subject for a
+    # session without a title.
+    subject_hint: str = ""
     purpose: str = "write"
     # Set on a repair run: why the transaction rejected the previous attempt's edits.
     rejection: str | None = None

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ...fsutil import safe_join
 from ..records import Record
@@ -152,13 +151,15 @@ def slug(text: str) -> str:
     return out[:60].strip("-_")
 
 
-def subject_of(title: str, batch: list[Record]) -> tuple[str, str]:
+def subject_of(title: str, batch: list[Record], hint: str = "") -> tuple[str, str]:
     """(heading, topic path relative to topics/) for a batch: the session title, else the
-    batch's most salient words."""
+    most salient words of ``hint`` (the text the branch opened with, the same for every
+    batch of a conversation, so its batches land in one topic), else of the batch."""
     if slug(title):
         return title.strip(), slug(title) + ".md"
-    text = " ".join(r.content for r in batch if r.role == "user") or " ".join(
-        r.content for r in batch)
+    text = hint if keywords(hint, 1) else (
+        " ".join(r.content for r in batch if r.role == "user")
+        or " ".join(r.content for r in batch))
     words = keywords(text, 2)
     if not words:
         return "Notes", "notes.md"
@@ -184,7 +185,8 @@ class EmbeddedWriter:
         if not todo:
             audit.summary = "every turn of the batch is already cited; nothing to add"
             return audit
-        heading, relpath = subject_of(request.session_title, list(request.batch))
+        heading, relpath = subject_of(request.session_title, list(request.batch),
+                                      request.subject_hint)
         paragraphs = self._paragraphs(todo)
         if not paragraphs:
             audit.summary = "nothing to add"
@@ -267,8 +269,3 @@ class EmbeddedWriter:
     def _highest_local_label(text: str) -> int:
         found = [int(n) for n in re.findall(r"\[\^e(\d+)\]", text)]
         return max(found, default=0)
-
-
-def topic_path_for(title: str, batch: list[Record]) -> Path:
-    """Where the embedded writer files ``batch`` (relative to the workspace)."""
-    return Path("topics") / subject_of(title, batch)[1]
