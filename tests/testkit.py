@@ -6,14 +6,56 @@ under that name.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import threading
 from pathlib import Path
+from typing import Iterator
 
 from click.testing import CliRunner
 
+from scriptorium.memory.workspace import Workspace
+from scriptorium.memory.writers.embedded import EmbeddedWriter
+
 DATA = Path(__file__).parent / "data"
 OPENPROGRAM_STATE = DATA / "openprogram-state"
+
+
+class RecordingWriter(EmbeddedWriter):
+    """The embedded writer, remembering every batch (``calls``) and turn (``seen``) it was
+    handed."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.seen: list[str] = []
+
+    def write(self, request):
+        refs = [r.source_id for r in request.batch]
+        self.calls.append(refs)
+        self.seen.extend(refs)
+        return super().write(request)
+
+
+@contextlib.contextmanager
+def workspace_lock_held(root: Path) -> Iterator[None]:
+    """Hold the workspace write lock at ``root`` from another thread while the block runs
+    (the lock is re-entrant per thread, so the test's own thread could not be the holder)."""
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with Workspace.open(root).lock(timeout=1):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(10), "the lock holder never got the lock"
+        yield
+    finally:
+        release.set()
+        thread.join()
 
 
 def copy_state(name: str, dest: Path) -> Path:

@@ -18,6 +18,7 @@ from scriptorium.memory.writers import WriteRequest
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 from scriptorium.tokens import count_tokens
+from testkit import workspace_lock_held
 
 from upgrade_support import legacy_text, tree_bytes, v2_text, write_legacy, write_v2
 
@@ -297,24 +298,10 @@ def test_backfill_holds_the_workspace_lock_for_the_whole_run(tmp_path):
 def test_a_busy_workspace_refuses_to_start(tmp_path, monkeypatch):
     ws = workspace_with_sources(tmp_path / "memory")
     monkeypatch.setattr("scriptorium.memory.backfill.BACKFILL_LOCK_TIMEOUT", 0.1)
-    held, release = threading.Event(), threading.Event()
-
-    def holder():
-        with Workspace.open(ws.root).lock(timeout=1):
-            held.set()
-            release.wait(10)
-
-    t = threading.Thread(target=holder)
-    t.start()
-    try:
-        assert held.wait(10)
-        writer = RecordingWriter()
-        with pytest.raises(ConcurrentUpdate):
-            backfill(ws, writer)
-        assert writer.calls == []
-    finally:
-        release.set()
-        t.join()
+    writer = RecordingWriter()
+    with workspace_lock_held(ws.root), pytest.raises(ConcurrentUpdate):
+        backfill(ws, writer)
+    assert writer.calls == []
 
 
 def test_a_budget_below_one_token_is_refused(tmp_path):

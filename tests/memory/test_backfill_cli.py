@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
 from scriptorium.memory.workspace import Workspace
+from testkit import workspace_lock_held
 
 from upgrade_support import run, run_json, tree_bytes
 
@@ -68,21 +68,8 @@ def test_backfill_on_a_busy_workspace_is_a_retryable_one_line_error(legacy_home,
     monkeypatch.setattr("scriptorium.memory.backfill.BACKFILL_LOCK_TIMEOUT", 0.1)
     root = legacy_home / "memory"
     Workspace.open(root)
-    held, release = threading.Event(), threading.Event()
-
-    def holder():
-        with Workspace.open(root).lock(timeout=1):
-            held.set()
-            release.wait(10)
-
-    t = threading.Thread(target=holder)
-    t.start()
-    try:
-        assert held.wait(10)
+    with workspace_lock_held(root):
         result = run(legacy_home, "memory", "backfill")
-    finally:
-        release.set()
-        t.join()
     assert result.exit_code == 5 and result.stderr.count("\n") == 1
 
 

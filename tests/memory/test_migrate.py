@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -12,24 +11,15 @@ from scriptorium.config import load_settings
 from scriptorium.errors import ConcurrentUpdate
 from scriptorium.memory.migrate import MigrationError, migrate, migrate_if_needed
 from scriptorium.memory.sources import source_anchor
-from scriptorium.memory.workspace import Workspace
-from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
 
+from testkit import RecordingWriter, workspace_lock_held
 from upgrade_support import (chain, digest, legacy_header, legacy_text, marked, set_cursors,
                              tree_bytes, v2_text, write_legacy, write_v2)
 
 FIXTURES = Path(__file__).parent.parent / "data" / "openprogram-state"
 
-
-class RecordingWriter(EmbeddedWriter):
-    def __init__(self):
-        self.calls: list[list[str]] = []
-
-    def write(self, request):
-        self.calls.append([r.source_id for r in request.batch])
-        return super().write(request)
 
 
 def open_memory(home: Path, writer=None, store=None, **settings) -> Memory:
@@ -361,22 +351,8 @@ def test_a_busy_workspace_lock_leaves_the_cursors_for_later(home, monkeypatch):
     write_v2(root, "s", v2_text("s", [("m1", ".")]))
     monkeypatch.setattr("scriptorium.memory.migrate.MIGRATE_LOCK_TIMEOUT", 0.2)
     mem = open_memory(home)
-    held, release = threading.Event(), threading.Event()
-
-    def holder():  # the lock is re-entrant per thread, so another thread must hold it
-        with Workspace.open(root).lock(timeout=1):
-            held.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert held.wait(10)
-        with pytest.raises(ConcurrentUpdate):
-            migrate_if_needed(mem)
-    finally:
-        release.set()
-        thread.join()
+    with workspace_lock_held(root), pytest.raises(ConcurrentUpdate):
+        migrate_if_needed(mem)
     assert "cursors" in runtime(home)
     assert marked(mem.store, "s", mem.workspace_id) == set()
     assert migrate_if_needed(mem).marked == {"s": ["m1"]}

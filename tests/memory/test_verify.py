@@ -21,18 +21,8 @@ from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
 
-from testkit import Cli
+from testkit import Cli, RecordingWriter
 
-
-class RecordingWriter(EmbeddedWriter):
-    """The embedded writer, remembering every turn it was handed."""
-
-    def __init__(self):
-        self.seen: list[str] = []
-
-    def write(self, request):
-        self.seen.extend(r.source_id for r in request.batch)
-        return super().write(request)
 
 
 class FoldingWriter(EmbeddedWriter):

@@ -12,25 +12,11 @@ import pytest
 from scriptorium.config import load_settings
 from scriptorium.errors import ConcurrentUpdate
 from scriptorium.memory.records import MARK_KEY
-from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
+from testkit import RecordingWriter
 
 
-
-class RecordingWriter(EmbeddedWriter):
-    """The embedded writer, remembering every turn it was handed."""
-
-    def __init__(self):
-        self.calls: list[list[str]] = []
-
-    def write(self, request):
-        self.calls.append([r.source_id for r in request.batch])
-        return super().write(request)
-
-    @property
-    def seen(self) -> list[str]:
-        return [ref for call in self.calls for ref in call]
 
 
 def open_memory(home: Path, writer=None, **settings) -> Memory:
