@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..errors import CorruptFile, InvalidInput
+from ..errors import CorruptFile, InvalidInput, ScriptoriumError
 from ..faults import fault_point
 from ..fsutil import FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text, check_name
 from ..gitrepo import GitRepo
 from . import walks
 from .errors import AppendRefused, HeadRefused, NodeNotFound, SessionNotFound
+from .events import RESERVED_SESSION_ID, HeadMoveLog
 from .forks import ForkOps
 from .index import SessionIndex
 from .node import CHAIN_CALLERS, ROOT, Node, new_id, node_from_message, parse_node
@@ -54,6 +55,7 @@ class SessionStore(ForkOps):
     def __init__(self, root: Path, *, git: bool = True):
         self.root = Path(root)
         self.git = git  # False skips per-turn commits (tests, benchmarks of the bare store)
+        self.events = HeadMoveLog(self.root)  # head moves, told to other processes
         self._indexes: dict[str, SessionIndex] = {}
         self._tlocks: dict[str, threading.RLock] = {}
         self._flocks: dict[str, FileLock] = {}
@@ -66,6 +68,8 @@ class SessionStore(ForkOps):
 
     # --- plumbing ----------------------------------------------------------------------------
     def _dir(self, sid: str) -> Path:
+        if sid == RESERVED_SESSION_ID:
+            raise InvalidInput(f"invalid session id {sid!r}: reserved for the store's own files")
         return self.root / check_name(sid, "session id")
 
     def exists(self, sid: str) -> bool:
@@ -116,7 +120,19 @@ class SessionStore(ForkOps):
                 idx.refresh()
                 op = _Op(sid, idx)
                 yield op
+                self._log_moves(op.events)
         self._announce(op.events)
+
+    def _log_moves(self, events: list[tuple[str, str | None, str | None]]) -> None:
+        """Tell other processes (under the session lock, so one session's moves keep their
+        order). The moves are already durable in meta.json: a log that cannot be written costs
+        a reader one full poll, never a turn, so it is reported, not raised."""
+        if not events:
+            return
+        try:
+            self.events.append(events, time.time())
+        except (OSError, ScriptoriumError) as exc:
+            log.warning("head-move log not written (%s): watchers find the move by polling", exc)
 
     def _announce(self, events: list[tuple[str, str | None, str | None]]) -> None:
         for sid, old, new in events:
