@@ -8,7 +8,7 @@ import multiprocessing
 import pytest
 
 from scriptorium.config import load_settings
-from scriptorium.errors import ConcurrentUpdate, CorruptFile
+from scriptorium.errors import ConcurrentUpdate
 from scriptorium.memory.watcher import IdleWatcher
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
@@ -92,13 +92,16 @@ def test_the_watchers_state_survives_a_write_and_does_not_move_the_revision(home
     assert IdleWatcher(mem).load_state() == json.loads(state)
 
 
-def test_a_corrupt_state_file_is_reported_not_silently_emptied(home):
+def test_a_corrupt_state_file_is_set_aside_with_a_warning_and_the_pass_goes_on(home):
     mem, watcher = setup(home, CountingWriter())
     watcher.state_path.parent.mkdir(parents=True, exist_ok=True)
     watcher.state_path.write_text("{not json")
-    with pytest.raises(CorruptFile, match="session-end.json"):
-        watcher.run_once()
-    assert watcher.state_path.read_text() == "{not json"
+    report = watcher.run_once()
+    assert len(report.warnings) == 1 and "session-end.json" in report.warnings[0]
+    assert report.written[0]["marked"] == ["m0", "m1"]
+    aside = watcher.state_path.with_name("session-end.json.corrupt")
+    assert aside.read_text() == "{not json"  # kept for a look, never silently lost
+    assert watcher.load_state()["processed"]["s"] == mem.store.get_meta("s")["updated_at"]
 
 
 def _hold(path, ready, release):

@@ -75,27 +75,47 @@ def write_cmd(app: App, session_ids: tuple[str, ...], all_sessions: bool, force:
 
 
 @command(memory, "watch")
-@click.option("--once", is_flag=True, help="Run one pass and exit.")
+@click.option("--once", is_flag=True, help="Run one polling pass and exit.")
 @click.option("--idle-seconds", type=click.FloatRange(min=0), default=None,
               help="How long a session must be quiet before it is written (default 1800).")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=None,
-              help="Seconds between passes (default 300).")
-def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float | None) -> None:
-    """Write idle sessions: every branch, once, as sessions go quiet."""
+              help="Seconds between safety-net polls of every session (default 300); head "
+                   "moves are followed as they are announced.")
+@click.option("--retry-failed", is_flag=True,
+              help="Retry sessions whose last write failed for good (e.g. a missing API key).")
+def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float | None,
+              retry_failed: bool) -> None:
+    """Write branches as the head leaves them and sessions as they go quiet (told by the
+    head-move log), with a slow poll of every session as a safety net. SIGTERM stops it
+    between steps (a write under way finishes) and exits 0."""
+    import signal
+    import threading
+
     from ..memory.watcher import IdleWatcher
 
     mem = open_memory(app, watcher_idle_seconds=idle_seconds,
                       watcher_interval_seconds=interval)
     watcher = IdleWatcher(mem)
+
+    def human(d: dict) -> str:
+        if not d["ran"]:
+            return "another watcher pass is running; skipped"
+        from ..memory.watcher import PassReport
+
+        lines = PassReport(**d).lines()
+        return "\n".join(lines) if lines else f"considered {d['considered']}, nothing to do"
+
     if once:
-        report = watcher.run_once()
-        output(app, report.to_dict(), lambda d: (
-            f"considered {d['considered']}, written {len(d['written'])}, retry later "
-            f"{len(d['retry_later'])}, terminal {len(d['terminal'])}"
-            if d["ran"] else "another watcher pass is running; skipped"))
+        report = watcher.run_once(retry_failed=retry_failed)
+        output(app, report.to_dict(), human)
         sys.exit(1 if report.terminal else 0)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if retry_failed:
+        output(app, watcher.run_once(retry_failed=True).to_dict(), human)
+    click.echo(f"watching {mem.home} (idle {watcher.idle_seconds:g} s, safety-net poll every "
+               f"{watcher.interval:g} s)", err=True)
     try:
-        watcher.run_forever(on_pass=lambda r: output(app, r.to_dict(), lambda d: (
-            f"pass: considered {d['considered']}, written {len(d['written'])}")))
+        watcher.run_forever(stop, on_report=lambda r: output(app, r.to_dict(), human))
     except KeyboardInterrupt:
         pass

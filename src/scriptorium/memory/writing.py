@@ -251,25 +251,45 @@ class Memory:
 
     def write_session(self, session_id: str) -> SessionResult:
         """Session-boundary path (forced): the head branch whatever it holds, then every other
-        live tip whose pending tokens reach the threshold. Shared prefixes are written once,
-        because each walk stops at the marks the earlier branches left."""
+        live tip whose pending work qualifies (:meth:`branch_qualifies`). Shared prefixes are
+        written once, because each walk stops at the marks the earlier branches left."""
         out = SessionResult(session_id)
         self.migrate_if_needed()
         for index, tip in enumerate(self.live_tips(session_id)):
-            is_head = index == 0
-            while True:
-                pending = self.pending(session_id, tip)
-                if not pending:
-                    break
-                if not is_head and total_tokens(pending) < self.settings.trigger_tokens:
-                    break
-                step = self.write_batch(session_id, first_batch(
-                    pending, self.settings.trigger_tokens), tip)
-                out.steps.append(step)
-                if step.failure:
-                    out.failure = step.failure
-                    return out
+            if not self._write_tip(out, session_id, tip, force=index == 0):
+                break
         return out
+
+    def branch_qualifies(self, session_id: str, tip: str | None) -> bool:
+        """Whether the branch ending at ``tip`` is due off the head: its pending tokens reach
+        the threshold (a one-turn retry is a rejected reply and waits)."""
+        pending = self.pending(session_id, tip)
+        return bool(pending) and total_tokens(pending) >= self.settings.trigger_tokens
+
+    def write_branch(self, session_id: str, tip: str) -> SessionResult:
+        """Write the branch ending at ``tip`` if it qualifies: for a branch the head just left
+        (the watcher is told of the move and need not wait for the session to go quiet)."""
+        out = SessionResult(session_id)
+        self.migrate_if_needed()
+        self._write_tip(out, session_id, tip, force=False)
+        return out
+
+    def _write_tip(self, out: SessionResult, session_id: str, tip: str | None, *,
+                   force: bool) -> bool:
+        """Write the branch ending at ``tip`` batch by batch (whatever it holds when
+        ``force``, else while it qualifies); False after a failure, which ``out`` records."""
+        while True:
+            pending = self.pending(session_id, tip)
+            if not pending:
+                return True
+            if not force and total_tokens(pending) < self.settings.trigger_tokens:
+                return True
+            step = self.write_batch(session_id, first_batch(
+                pending, self.settings.trigger_tokens), tip)
+            out.steps.append(step)
+            if step.failure:
+                out.failure = step.failure
+                return False
 
     def write(self, session_ids: Iterable[str] | None = None, *, force: bool = False,
               progress: Callable[[str], None] | None = None) -> list[SessionResult]:
