@@ -192,7 +192,9 @@ def cmd_append(args) -> int:
     from fault_workload import Workload
     from scriptorium.sessions import SessionStore
 
-    work = Workload(SessionStore(Path(args.home) / "sessions"), seed=args.seed)
+    names = tuple(f"{args.prefix}{name}" for name in ("alpha", "beta", "gamma"))
+    work = Workload(SessionStore(Path(args.home) / "sessions"), seed=args.seed,
+                    sessions=names, prefix=args.prefix)
     for _ in range(args.steps):
         kind, sid, touched = work.step()
         append_line(args.log, {"kind": kind, "session_id": sid, "nodes": touched})
@@ -219,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--log")
+    parser.add_argument("--prefix", default="")  # append: own sessions and ids per process
     args = parser.parse_args(argv)
     return {"write": cmd_write, "turn-loop": cmd_turn_loop, "watch-loop": cmd_watch_loop,
             "append": cmd_append}[args.command](args)

@@ -176,7 +176,9 @@ def check_files(home: Path) -> int:
     number of files checked."""
     checked = 0
     sessions = home / "sessions"
-    for sdir in sorted(p for p in sessions.iterdir() if p.is_dir()) if sessions.exists() else []:
+    dirs = sorted(p for p in sessions.iterdir() if p.is_dir()) if sessions.exists() else []
+    # the store's own files (sessions/.scriptorium: the head-move log) are not a session
+    for sdir in [d for d in dirs if (d / "meta.json").exists() or (d / "history").exists()]:
         seqs: dict[int, str] = {}
         for path in sorted((sdir / "history").glob("*.json")):
             try:
