@@ -33,7 +33,7 @@ class Settings:
     trigger_tokens: int = 16_000
     idle_allowance_seconds: float = 3600.0
     watcher_idle_seconds: float = 1800.0
-    watcher_interval_seconds: float = 300.0
+    watcher_interval_seconds: float = 10_800.0  # the safety-net poll; moves are told
     writer_kind: str = "embedded"
     llm_base_url: str = ""
     llm_model: str = ""

@@ -79,7 +79,7 @@ def write_cmd(app: App, session_ids: tuple[str, ...], all_sessions: bool, force:
 @click.option("--idle-seconds", type=click.FloatRange(min=0), default=None,
               help="How long a session must be quiet before it is written (default 1800).")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=None,
-              help="Seconds between safety-net polls of every session (default 300); head "
+              help="Seconds between safety-net polls of every session (default 10800); head "
                    "moves are followed as they are announced.")
 @click.option("--retry-failed", is_flag=True,
               help="Retry sessions whose last write failed for good (e.g. a missing API key).")

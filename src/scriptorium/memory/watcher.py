@@ -35,13 +35,13 @@ from typing import Any, Callable
 
 from ..errors import ConcurrentUpdate, ScriptoriumError
 from ..fsutil import FileLock, atomic_write_json
-from ..sessions.events import HeadMove
+from ..sessions.events import HeadMove, LogReader
 from .failures import Failure, classify
 from .writing import Memory, SessionResult
 
 STATE_FILE = "session-end.json"
 LOCK_FILE = "session-end.lock"
-TICK_SECONDS = 0.25  # how often the log is looked at (one stat when nothing moved)
+TICK_SECONDS = 0.5  # how often the log is looked at (two stats when nothing moved)
 
 
 @dataclass
@@ -111,8 +111,9 @@ class IdleWatcher:
         runtime = memory.workspace.runtime_dir
         self.state_path: Path = runtime / STATE_FILE
         self.lock = FileLock(runtime / LOCK_FILE, timeout=0, what="watcher pass")
-        self._reader = None
+        self._reader: LogReader | None = None
         self._started_blind = False
+        self._quiet: dict[str, float] = {}
 
     # -- persisted state -----------------------------------------------------------------
 
@@ -215,6 +216,7 @@ class IdleWatcher:
                 continue
             report.considered += 1
             state["quiet"].pop(sid, None)
+            self._quiet.pop(sid, None)
             self._record(report, state, sid, updated_at, now,
                          lambda s=sid: self.memory.write_session(s))
         return report
@@ -243,27 +245,32 @@ class IdleWatcher:
         if self._reader is None:
             seq = state.get("event_seq")
             self._started_blind = not isinstance(seq, int)
-            self._reader = self.memory.store.events.reader(seq if isinstance(seq, int) else
-                                                           self.memory.store.events.last_seq())
+            log = self.memory.store.events
+            self._reader = log.reader(seq if isinstance(seq, int) else log.last_seq())
+            self._quiet = {sid: float(t) for sid, t in state["quiet"].items()
+                           if isinstance(t, (int, float))}
         return self._reader
 
     def _step(self, now: float) -> PassReport:
         report = PassReport()
+        if self._reader is None:
+            self._ensure_reader(self.load_state(report.warnings))
+        moves = self._reader.poll()
+        quiet = self._quiet  # told sessions not yet written: their last move
+        due = [sid for sid, since in quiet.items() if now - since >= self.idle_seconds]
+        if not moves and not due:
+            return report  # an idle tick: one stat of the log, nothing read or written
         state = self.load_state(report.warnings)
-        reader = self._ensure_reader(state)
-        moves = reader.poll()
         report.events = len(moves)
-        quiet: dict[str, float] = state["quiet"]  # told sessions not yet written: last move
         for move in moves:
-            quiet[move.session_id] = max(move.at, float(quiet.get(move.session_id, 0.0)))
+            quiet[move.session_id] = max(move.at, quiet.get(move.session_id, 0.0))
             if move.old is not None and move.old != move.new:
                 self._left(report, state, move, now)
-        if moves:
-            state["event_seq"] = reader.seq
-            self._save_state(state)  # the position and the quiet map survive a restart
-        for sid, since in sorted(quiet.items()):
-            if now - float(since) < self.idle_seconds:
-                continue
+        state["event_seq"] = self._reader.seq
+        state["quiet"] = quiet
+        self._save_state(state)  # the position and the quiet map survive a restart
+        for sid in sorted(sid for sid, since in quiet.items()
+                          if now - since >= self.idle_seconds):
             del quiet[sid]
             updated_at = self._updated_at(sid)
             if updated_at is None or not self._due(state, sid, updated_at, False):

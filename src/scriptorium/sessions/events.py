@@ -162,22 +162,28 @@ class LogReader:
         self.complete = True  # false once moves after ``seq`` were rotated away unread
         self._path: Path | None = None
         self._offset = 0
+        self._listing = -1
 
     def poll(self) -> list[HeadMove]:
-        if self._path is not None:
-            try:
-                size = self._path.stat().st_size
-            except FileNotFoundError:
-                size = -1
-            if size == self._offset and not self._newer_segment():
-                return []
+        if self._path is not None and self._unchanged():
+            return []
         return self._read()
 
-    def _newer_segment(self) -> bool:
-        segs = self.log.segments()
-        return bool(segs) and segs[-1][1] != self._path
+    def _unchanged(self) -> bool:
+        """Two ``stat`` calls: the segment being read has not grown and no segment was added
+        or removed (which changes the directory's mtime)."""
+        try:
+            size = self._path.stat().st_size if self._path is not None else -1
+            listing = self.log.dir.stat().st_mtime_ns
+        except FileNotFoundError:
+            return False
+        return size == self._offset and listing == self._listing
 
     def _read(self) -> list[HeadMove]:
+        try:
+            self._listing = self.log.dir.stat().st_mtime_ns  # before listing: never miss one
+        except FileNotFoundError:
+            return []
         segs = self.log.segments()
         if not segs:
             return []
