@@ -243,3 +243,36 @@ def test_sigterm_stops_memory_watch_cleanly_with_exit_0(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     assert proc.returncode == 0
+
+
+def test_a_waiting_watcher_is_woken_by_the_os_when_a_move_is_appended(tmp_path: Path) -> None:
+    """With a one-hour timer, only the OS's notification of the log's change can wake the
+    loop in time: the left branch being marked proves the watcher was told."""
+    import threading
+
+    from scriptorium.sessions.events import Waker
+
+    mem = memory(tmp_path)
+    talk(mem, "s", ("u1", "user", "We need a venue for forty people in Lisbon in May."),
+         ("a1", "assistant", "I will shortlist three venues near the river by Friday."))
+    if not Waker(mem.store.events).notified:
+        pytest.skip("this OS gives no inotify; the watcher falls back to a timer")
+    w = IdleWatcher(mem, idle_seconds=3600, interval_seconds=3600, tick_seconds=3600)
+    w.step()  # positioned at the end of the log
+    stop = threading.Event()
+    loop = threading.Thread(target=w.run_forever, kwargs={"stop": stop})
+    loop.start()
+    try:
+        import time
+
+        time.sleep(0.5)  # let the loop reach its wait; a move before that is found anyway
+        talk(mem, "s", ("u2", "user", "The budget is fifty thousand euros, flights included."))
+        mem.store.edit("s", "u2", "Make that sixty thousand euros.", node_id="u2e")
+        deadline = time.monotonic() + 60  # a liveness bound; the timer alone would take 1 h
+        while mem.pending("s", "u2"):
+            assert time.monotonic() < deadline, "the watcher was never woken"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        loop.join(timeout=30)
+    assert not loop.is_alive()

@@ -88,6 +88,7 @@ def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float 
     """Write branches as the head leaves them and sessions as they go quiet (told by the
     head-move log), with a slow poll of every session as a safety net. SIGTERM stops it
     between steps (a write under way finishes) and exits 0."""
+    import os
     import signal
     import threading
 
@@ -111,11 +112,15 @@ def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float 
         sys.exit(1 if report.terminal else 0)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    wake_r, wake_w = os.pipe()  # a signal writes here, ending the watcher's sleep at once
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
     if retry_failed:
         output(app, watcher.run_once(retry_failed=True).to_dict(), human)
     click.echo(f"watching {mem.home} (idle {watcher.idle_seconds:g} s, safety-net poll every "
                f"{watcher.interval:g} s)", err=True)
     try:
-        watcher.run_forever(stop, on_report=lambda r: output(app, r.to_dict(), human))
+        watcher.run_forever(stop, on_report=lambda r: output(app, r.to_dict(), human),
+                            wake_fds=[wake_r])
     except KeyboardInterrupt:
         pass

@@ -31,17 +31,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..errors import ConcurrentUpdate, ScriptoriumError
 from ..fsutil import FileLock, atomic_write_json
-from ..sessions.events import HeadMove, LogReader
+from ..sessions.events import HeadMove, LogReader, Waker
 from .failures import Failure, classify
 from .writing import Memory, SessionResult
 
 STATE_FILE = "session-end.json"
 LOCK_FILE = "session-end.lock"
-TICK_SECONDS = 0.5  # how often the log is looked at (two stats when nothing moved)
+TICK_SECONDS = 0.5  # how often the log is looked at when the OS cannot tell us (two stats)
+NOTIFIED_TIMER = 5.0  # with inotify: a timer only so a stop set by another thread is seen
 
 
 @dataclass
@@ -317,26 +318,39 @@ class IdleWatcher:
 
     def run_forever(self, stop: threading.Event | None = None,
                     on_report: Callable[[PassReport], None] | None = None,
-                    max_passes: int | None = None) -> None:
-        """Follow the log every ``tick`` seconds and poll every ``interval`` seconds (first
-        at once when the log cannot vouch for the past) until ``stop`` is set. A stop between
-        steps ends the loop; a step under way finishes first (a write is never cut short)."""
+                    max_passes: int | None = None, wake_fds: Sequence[int] = ()) -> None:
+        """Follow the log and poll every ``interval`` seconds (first at once when the log
+        cannot vouch for the past) until ``stop`` is set. Between steps it sleeps until the
+        log changes (inotify), a session comes due, the next poll, or a timer (``tick`` when
+        the OS cannot notify, :data:`NOTIFIED_TIMER` when it can); a readable ``wake_fds``
+        descriptor (a signal's wakeup pipe) ends the sleep at once. A stop between steps ends
+        the loop; a step under way finishes first (a write is never cut short)."""
         stop = stop or threading.Event()
+        waker = Waker(self.memory.store.events)
         passes = 0
         next_poll = self.clock() if self.needs_full_pass() else self.clock() + self.interval
-        while not stop.is_set():
-            if self.clock() >= next_poll:
-                report = self.run_once()
-                passes += 1
-                next_poll = self.clock() + self.interval
+        try:
+            while not stop.is_set():
+                if self.clock() >= next_poll:
+                    report = self.run_once()
+                    passes += 1
+                    next_poll = self.clock() + self.interval
+                    if on_report and report:
+                        on_report(report)
+                    if max_passes is not None and passes >= max_passes:
+                        return
+                report = self.step()
                 if on_report and report:
                     on_report(report)
-                if max_passes is not None and passes >= max_passes:
-                    return
-            report = self.step()
-            if on_report and report:
-                on_report(report)
-            stop.wait(self.tick)
+                if stop.is_set():
+                    break
+                timer = NOTIFIED_TIMER if waker.notified else self.tick
+                now = self.clock()
+                due = min((since + self.idle_seconds for since in self._quiet.values()),
+                          default=now + timer)
+                waker.wait(max(0.0, min(timer, next_poll - now, due - now)), wake_fds)
+        finally:
+            waker.close()
 
 
 def _raise(error: Any) -> SessionResult:

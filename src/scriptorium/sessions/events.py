@@ -13,6 +13,9 @@ Layout: ``<sessions>/.scriptorium/events/<first seq, 12 digits>.jsonl``, one JSO
   with a newline so the torn bytes never join a good line.
 - **Bounded.** A segment holds :data:`SEGMENT_EVENTS` moves; the appender that opens a new
   segment deletes all but the newest :data:`KEEP_SEGMENTS`.
+- **Woken, not ticking.** :meth:`LogReader.wait` blocks on an inotify watch of the directory
+  (Linux), so a waiting reader costs nothing until a move is appended; elsewhere, or when inotify
+  cannot be had, it wakes on a timer and :meth:`LogReader.poll` costs two ``stat`` calls.
 - **Never the only record.** The log tells a reader *where to look*; what is pending is always
   computed from the sessions and their marks. A reader that was down longer than the log keeps
   (or finds a line lost) learns it (``complete`` is false) and makes one full poll.
@@ -23,11 +26,14 @@ listed as a session, and the store refuses it as a session id.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import select
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..fsutil import FileLock
 
@@ -212,3 +218,72 @@ class LogReader:
                     self.seq = move.seq
             self._path, self._offset = path, start + end
         return out
+
+
+# -- waking up when the log changes (inotify on Linux, a timer elsewhere) ---------------------------
+
+_IN_MODIFY, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x2, 0x80, 0x100, 0x200
+_IN_NONBLOCK, _IN_CLOEXEC = 0o4000, 0o2000000
+
+
+def _inotify(directory: Path) -> int | None:
+    """An inotify descriptor watching ``directory`` for appends and new segments, or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            return None
+        mask = _IN_MODIFY | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+        if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
+            os.close(fd)
+            return None
+        return int(fd)
+    except (OSError, AttributeError):
+        return None
+
+
+class Waker:
+    """Blocks until the log directory changes, a wake descriptor is readable, or a timeout."""
+
+    def __init__(self, log: HeadMoveLog):
+        self.log = log
+        self._fd: int | None = None
+        self._tried = False
+
+    @property
+    def notified(self) -> bool:
+        """True when waits end on the OS's notification (else only on their timeout)."""
+        self._open()
+        return self._fd is not None
+
+    def _open(self) -> None:
+        if self._tried:
+            return
+        self._tried = True
+        if self.log.dir.is_symlink():
+            return
+        try:
+            self.log.dir.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return
+        self._fd = _inotify(self.log.dir)
+
+    def wait(self, timeout: float, wake_fds: Sequence[int] = ()) -> None:
+        self._open()
+        fds = [*wake_fds, *([self._fd] if self._fd is not None else [])]
+        if not fds:
+            select.select([], [], [], max(0.0, timeout))
+            return
+        ready, _, _ = select.select(fds, [], [], max(0.0, timeout))
+        for fd in ready:
+            try:
+                os.read(fd, 65536)  # drain: the next wait blocks again
+            except (BlockingIOError, OSError):
+                pass
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
