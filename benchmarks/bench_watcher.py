@@ -9,7 +9,7 @@ has run for a while) and ``--active`` active ones (default 10), then measures in
    writes nothing until the whole session is idle: by its rule that is ``idle_seconds`` plus
    up to one interval after the move, so that row is the rule, not a stopwatch.
 2. **CPU per idle hour.** Told: the watcher process's CPU time (``/proc/<pid>/stat``) over an
-   idle window, scaled to an hour, plus its safety-net passes (one per configured interval,
+   idle window (schedstat, ns), scaled to an hour, plus its safety-net passes (one per configured interval,
    each costing one measured pass). Polling: one measured pass over every session (the old
    watcher's whole job), times the passes an hour at its 300 s interval.
 
@@ -75,8 +75,13 @@ def build(home: Path, quiet: int, active: int) -> Memory:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of a process: nanoseconds from schedstat where the kernel keeps it (the
+    clock-tick counts of /proc/<pid>/stat are 10 ms coarse, too coarse for an idle process)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pass_cpu(mem: Memory, rounds: int = 3) -> float:

@@ -260,7 +260,8 @@ def test_a_waiting_watcher_is_woken_by_the_os_when_a_move_is_appended(tmp_path: 
     w = IdleWatcher(mem, idle_seconds=3600, interval_seconds=3600, tick_seconds=3600)
     w.step()  # positioned at the end of the log
     stop = threading.Event()
-    loop = threading.Thread(target=w.run_forever, kwargs={"stop": stop})
+    wake_r, wake_w = os.pipe()  # as the CLI's signal wakeup: ends the sleep when stopping
+    loop = threading.Thread(target=w.run_forever, kwargs={"stop": stop, "wake_fds": [wake_r]})
     loop.start()
     try:
         import time
@@ -274,5 +275,8 @@ def test_a_waiting_watcher_is_woken_by_the_os_when_a_move_is_appended(tmp_path: 
             time.sleep(0.05)
     finally:
         stop.set()
-        loop.join(timeout=30)
+        os.write(wake_w, b"x")
+        loop.join(timeout=60)
+        os.close(wake_r)
+        os.close(wake_w)
     assert not loop.is_alive()

@@ -42,7 +42,7 @@ from .writing import Memory, SessionResult
 STATE_FILE = "session-end.json"
 LOCK_FILE = "session-end.lock"
 TICK_SECONDS = 0.5  # how often the log is looked at when the OS cannot tell us (two stats)
-NOTIFIED_TIMER = 5.0  # with inotify: a timer only so a stop set by another thread is seen
+NOTIFIED_TIMER = 30.0  # with inotify: a timer only so a stop set by another thread is seen
 
 
 @dataclass
