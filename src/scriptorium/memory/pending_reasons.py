@@ -1,0 +1,137 @@
+"""Why a live branch still owes turns to memory: one function every reader asks.
+
+``memory status`` lists what a branch owes; people also want to know *why* it is still owed:
+the per-turn write waits for the threshold, a one-turn retry is a rejected reply that waits,
+the last write failed and will not be retried by itself, or the workspace still carries legacy
+cursors. The rules live here, once, so the page (``scriptorium view``), status and the write
+reports can follow the write path when its rules change (side-branch rule, per-branch failure
+records): change :func:`pending_reasons`, and every reader follows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from .records import Record, total_tokens
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .writing import Memory
+
+# The watcher's state file (``watcher.STATE_FILE``; read here without importing the watcher,
+# which sits above the write path).
+WATCHER_STATE = "session-end.json"
+
+# Which off-head lines the session-boundary write takes (``[memory] side_branches``).
+# "threshold": only lines whose backlog reaches the threshold (the write path today);
+# "conversation": also lines with a user turn or a sub-agent's line, even below it;
+# "all": every live line.
+DEFAULT_SIDE_BRANCHES = "threshold"
+
+
+@dataclass
+class PendingReason:
+    """Why one branch still owes ``turns`` turns: a stable ``code`` and a sentence."""
+
+    code: str  # nothing_pending | migration_pending | failed_write | rejected_reply |
+    #            below_threshold | due
+    message: str
+    turns: int = 0
+    tokens: int = 0
+    threshold: int = 0
+    failure: dict[str, Any] | None = None
+    pending_ids: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "turns": self.turns,
+                "tokens": self.tokens, "threshold": self.threshold, "failure": self.failure,
+                "pending_ids": list(self.pending_ids)}
+
+
+def recorded_failures(memory: "Memory") -> dict[str, dict[str, Any]]:
+    """session id -> the last non-retryable write failure the runtime recorded for it.
+
+    Read tolerantly: this is a diagnosis, so an unreadable state file means "none known",
+    never an error that hides the rest of the answer.
+    """
+    path = memory.workspace.runtime_dir / WATCHER_STATE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    failures = data.get("failures") if isinstance(data, dict) else None
+    if not isinstance(failures, dict):
+        return {}
+    return {sid: f for sid, f in failures.items()
+            if isinstance(sid, str) and isinstance(f, dict) and f.get("reason_code")}
+
+
+def _side_line_taken(pending: Sequence[Record], rule: str) -> bool:
+    """Would the boundary write take this off-head backlog below the threshold?"""
+    if rule == "all":
+        return True
+    if rule == "conversation":
+        return any(r.role == "user" or r.origin in ("spawn", "sub-agent") for r in pending)
+    return False
+
+
+def _why(memory: "Memory", pending: Sequence[Record], *, is_head: bool,
+         failure: dict[str, Any] | None, migration: bool, rule: str, now: float) -> PendingReason:
+    threshold = memory.settings.trigger_tokens
+    tokens = total_tokens(pending)
+    base: dict[str, Any] = {"turns": len(pending), "tokens": tokens, "threshold": threshold,
+                            "pending_ids": [r.node_id for r in pending]}
+    if not pending:
+        return PendingReason("nothing_pending", "every turn of this branch is in memory", **base)
+    if migration:
+        return PendingReason("migration_pending",
+                             "the workspace still carries legacy position cursors: the next "
+                             "write (or `memory migrate`) marks what memory already holds",
+                             **base)
+    if failure is not None:
+        return PendingReason(
+            "failed_write",
+            f"the last write of this session failed and is not retried by itself: "
+            f"{failure.get('reason_code')}: {failure.get('message', '')}".rstrip(": "),
+            failure=dict(failure), **base)
+    reached = tokens >= threshold
+    if is_head:
+        newest = max((r.timestamp for r in pending if isinstance(r.timestamp, (int, float))),
+                     default=None)
+        idle = newest is not None and now - newest >= memory.settings.idle_allowance_seconds
+        if reached or idle:
+            return PendingReason("due", "due: the next write (per turn or at the session "
+                                        "boundary) takes it", **base)
+        return PendingReason(
+            "below_threshold",
+            f"below the threshold ({tokens} of {threshold} tokens): the per-turn write waits; "
+            f"the session-boundary write takes the head whatever it holds", **base)
+    if reached or _side_line_taken(pending, rule):
+        return PendingReason("due", "due at the next session-boundary write", **base)
+    if len(pending) == 1 and pending[0].role == "assistant":
+        return PendingReason(
+            "rejected_reply",
+            f"a rejected reply: an off-head line holding one assistant turn ({tokens} tokens) "
+            f"waits until it reaches the threshold ({threshold})", **base)
+    return PendingReason(
+        "below_threshold",
+        f"below the threshold ({tokens} of {threshold} tokens): the session-boundary write "
+        f"takes off-head lines only once they reach it", **base)
+
+
+def pending_reasons(memory: "Memory", session_id: str,
+                    tips: Sequence[str] | None = None) -> dict[str, PendingReason]:
+    """tip -> why that live branch of ``session_id`` still owes turns (default: every live
+    tip, the head first). Read-only."""
+    from .migrate import has_cursors
+
+    head = memory.store.head(session_id)
+    wanted = [t for t in (tips if tips is not None else memory.live_tips(session_id)) if t]
+    failure = recorded_failures(memory).get(session_id)
+    migration = has_cursors(memory.workspace)
+    rule = str(getattr(memory.settings, "side_branches", DEFAULT_SIDE_BRANCHES))
+    now = memory.clock()
+    return {tip: _why(memory, memory.pending(session_id, tip), is_head=tip == head,
+                      failure=failure, migration=migration, rule=rule, now=now)
+            for tip in wanted}
