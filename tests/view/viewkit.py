@@ -21,6 +21,7 @@ from scriptorium.demo import DEMO_TRIGGER_TOKENS, SESSION, build_session
 from scriptorium.memory.watcher import IdleWatcher
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
+from scriptorium.sessions import SessionStore
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -42,8 +43,8 @@ class FailingWriter(EmbeddedWriter):
 def branching_home(home: Path) -> dict[str, Any]:
     """Build and write the home; return the names and the Memory it was written with."""
     settings = load_settings(home, {"trigger_tokens": DEMO_TRIGGER_TOKENS})
-    memory = Memory(home, settings=settings)
-    store = memory.store
+    store = SessionStore(home / "sessions", git=False)  # per-turn git commits: not under test
+    memory = Memory(home, settings=settings, store=store)
     names = build_session(store)
     names["tool-1"] = store.append_message(SESSION, {
         "id": "tool-1", "role": "tool", "caller": "a4", "name": "calendar",
@@ -64,7 +65,7 @@ def branching_home(home: Path) -> dict[str, Any]:
                                      node_id="summary_lisbon")
     memory.write_session(SESSION)
 
-    failing = Memory(home, settings=settings, writer=FailingWriter())
+    failing = Memory(home, settings=settings, writer=FailingWriter(), store=store)
     failing.store.create_session(FAILED, title="Deploy notes")
     failing.store.append_message(FAILED, {"id": "d1", "role": "user",
                                           "content": "Deploys go out on Tuesdays."})

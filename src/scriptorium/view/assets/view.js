@@ -330,9 +330,9 @@
     segments[s].expanded = true; layout();
     select(focusNode !== undefined ? focusNode : segments[s].members[0]);
   }
-  function reveal(v) {  // make node v a visible item (expanding its run) and select it
+  function reveal(v, opts) {  // make node v a visible item (expanding its run) and select it
     if (segOf[v] >= 0 && !segments[segOf[v]].expanded) { segments[segOf[v]].expanded = true; layout(); }
-    select(v);
+    select(v, opts);
   }
   rowsEl.addEventListener("click", function (ev) {
     var row = ev.target.closest(".row"); if (!row) return;
@@ -368,9 +368,11 @@
 
   // ---- search over node text ----------------------------------------------------------------
   var q = document.getElementById("q"), qcount = document.getElementById("qcount"), timer = null;
+  var searched = null;
   function runSearch() {
     var term = q.value.trim().toLowerCase();
-    matches = []; matchSet = new Set(); matchPos = -1;
+    if (term === searched) return;
+    searched = term; matches = []; matchSet = new Set(); matchPos = -1;
     if (term) for (var v = 0; v < n; v++) if (lower[v].indexOf(term) >= 0) { matches.push(v); matchSet.add(v); }
     qcount.textContent = term ? (matches.length + " match" + (matches.length === 1 ? "" : "es")) : "";
     draw();
@@ -382,7 +384,7 @@
     ev.preventDefault(); clearTimeout(timer); runSearch();
     if (!matches.length) return;
     matchPos = ev.shiftKey ? (matchPos <= 0 ? matches.length - 1 : matchPos - 1) : (matchPos + 1) % matches.length;
-    reveal(matches[matchPos]);
+    reveal(matches[matchPos], { focus: false });
     qcount.textContent = (matchPos + 1) + " of " + matches.length + " matches";
   });
 
