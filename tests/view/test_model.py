@@ -174,3 +174,38 @@ def test_text_contrast_is_at_least_4_5_and_glyphs_at_least_3():
     for glyph in ("written", "pending", "tool", "runtime", "summary", "other", "focus",
                   "edge"):
         assert contrast(css[glyph], css["bg"]) >= 3.0, glyph
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pending_for_many_tips_at_once_equals_one_walk_per_tip(tmp_path, seed):
+    import random
+
+    from scriptorium.memory.pending_reasons import pending_by_tip
+    from scriptorium.sessions import SessionStore
+
+    rng = random.Random(seed)
+    home = tmp_path / "home"
+    store = SessionStore(home / "sessions", git=False)
+    memory = Memory(home, settings=load_settings(home, {"trigger_tokens": 8}), store=store)
+    store.create_session("r")
+    users, replies = [], []
+    for step in range(60):
+        pick = rng.random()
+        if pick < 0.1 and replies:
+            replies.append(store.retry("r", rng.choice(replies), f"retry {step}"))
+        elif pick < 0.2 and users:
+            users.append(store.edit("r", rng.choice(users), f"edit {step}"))
+        elif pick < 0.27 and replies:
+            users.append(store.spawn("r", rng.choice(replies), f"task {step}"))
+            store.set_head("r", users[-1])
+        elif pick < 0.35 and replies:
+            store.set_head("r", rng.choice(replies))
+        elif pick < 0.42:
+            memory.write_session("r")
+        else:
+            role = "assistant" if store.head("r") in users else "user"
+            node = store.append_message("r", {"role": role, "content": f"turn {step} words"})
+            (users if role == "user" else replies).append(node)
+    tips = memory.live_tips("r")
+    assert len(tips) > 2
+    assert pending_by_tip(memory, "r", tips) == {tip: memory.pending("r", tip) for tip in tips}

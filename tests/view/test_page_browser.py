@@ -241,3 +241,28 @@ def test_a_screenshot_at_laptop_size_fits_the_screen(browser, pages):
     page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
     page.close()
+
+
+def test_a_long_session_keeps_only_the_rows_in_view_in_the_page(browser, tmp_path):
+    from scriptorium.memory.writing import Memory
+    from viewkit import long_session
+
+    home = tmp_path / "home"
+    sid = long_session(home, 3000)
+    memory = Memory(home)
+    total = len(memory.store.get_nodes(sid))
+    path = Path(write_page(memory, sid, tmp_path / "long.html")["path"])
+    page = open_page(browser, path, LAPTOP)
+    layout = page.evaluate("window.__view.layout()")
+    assert layout["segments"] >= 25 and layout["rows"] < total / 5  # runs collapsed
+    in_dom = page.eval_on_selector_all(".row", "els => els.length")
+    assert 0 < in_dom <= 768 // 28 + 2 * 12 + 2  # the window plus overscan, not the session
+    page.evaluate("window.__view.expandAll()")
+    assert page.evaluate("window.__view.layout()")["rows"] == total
+    assert page.eval_on_selector_all(".row", "els => els.length") <= 768 // 28 + 2 * 12 + 2
+    page.focus("#graph")
+    page.keyboard.press("Home")
+    page.keyboard.press("h")
+    assert page.is_visible('.row.selected') and selected_id(page) == memory.store.head(sid)
+    assert not page.errors
+    page.close()

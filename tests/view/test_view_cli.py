@@ -77,3 +77,18 @@ def test_the_page_is_package_data(tmp_path):
     assert {"page.html", "view.css", "view.js", "index.html"} <= {p.name for p in root.iterdir()}
     assert Path(__file__).resolve().parents[2].joinpath("pyproject.toml").read_text().count(
         '"scriptorium.view" = ["assets/*.html", "assets/*.css", "assets/*.js"]') == 1
+
+
+def test_missing_chromium_skips_locally_and_fails_in_ci(monkeypatch):
+    import pytest
+
+    import viewkit
+
+    monkeypatch.setattr(viewkit, "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setattr(viewkit.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="Chromium is not installed"):
+        viewkit.require_chromium()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="cannot run in CI"):
+        viewkit.require_chromium()

@@ -100,3 +100,34 @@ def require_chromium() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"browser tests cannot run in CI: {problem}")
     pytest.skip(f"browser tests skipped: {problem}")
+
+
+def long_session(home: Path, turns: int, fork_every: int = 100) -> str:
+    """A ``turns``-turn session written straight to disk (appending one by one would test the
+    append path), with a retried reply every ``fork_every`` turns; nothing written to memory."""
+    import json
+
+    sid = "long"
+    hist = home / "sessions" / sid / "history"
+    hist.mkdir(parents=True)
+    seq, prev = 0, "ROOT"
+
+    def put(role: str, text: str, pred: str, **md: Any) -> str:
+        nonlocal seq
+        node_id = f"t{seq}"
+        node = {"id": node_id, "created_at": 1_700_000_000.0 + seq, "seq": seq, "role": role,
+                "name": "", "input": None, "output": text, "caller": "", "predecessor": pred,
+                "reads": [], "metadata": md}
+        (hist / f"{seq:08d}-{role[0]}-{node_id}.json").write_text(json.dumps(node))
+        seq += 1
+        return node_id
+
+    for i in range(turns):
+        role = "user" if i % 2 == 0 else "llm"
+        node_id = put(role, f"turn {i} about deploy window {i % 17}", prev)
+        if role == "llm" and i % fork_every == 1:
+            put("llm", f"retried turn {i}", prev, forked_from=node_id)
+        prev = node_id
+    (home / "sessions" / sid / "meta.json").write_text(json.dumps(
+        {"id": sid, "title": "Long", "head_id": prev, "created_at": 1.0, "updated_at": 2.0}))
+    return sid

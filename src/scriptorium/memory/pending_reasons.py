@@ -11,10 +11,10 @@ records): change :func:`pending_reasons`, and every reader follows.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .records import Record, total_tokens
+from .records import MARK_KEY, Record, is_record, records, total_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
     from .writing import Memory
@@ -120,6 +120,52 @@ def _why(memory: "Memory", pending: Sequence[Record], *, is_head: bool,
         f"takes off-head lines only once they reach it", **base)
 
 
+def pending_by_tip(memory: "Memory", session_id: str,
+                   tips: Sequence[str]) -> dict[str, list[Record]]:
+    """tip -> ``memory.pending(session_id, tip)`` for many tips at once.
+
+    Each tip walks back (as ``Memory.pending`` does) but also stops at a node an earlier walk
+    passed; from there on its backlog is that walk's, so lines that share an unwritten trunk
+    cost the trunk once, not once per tip (a session never written, with a hundred forks).
+    """
+    workspace_id = memory.workspace_id
+    # node -> (a backlog through it, how many of its records, how many messages, up to it)
+    seen: dict[str, tuple[list[Record], int, int]] = {}
+    out: dict[str, list[Record]] = {}
+    for tip in tips:
+        joined: list[str] = []
+
+        def stop(message: dict) -> bool:
+            if message.get(MARK_KEY) == workspace_id and is_record(message):
+                return True
+            if message.get("id") in seen:
+                joined.append(message["id"])
+                return True
+            return False
+
+        tail, root = memory.store.branch_tail(session_id, tip, stop=stop)
+        spawned = bool(root) and not root.get("rewound") and (
+            root.get("spawn_branch_root") is True or root.get("source") == "agent_spawn")
+        in_sub_agent = spawned and (bool(joined) or not tail or tail[0].get("id") != root.get("id"))
+        inherited: list[Record] = []
+        walked = 0
+        if joined:
+            backlog, length, walked = seen[joined[0]]
+            inherited = backlog[:length]
+        own = [replace(r, ordinal=r.ordinal + walked)  # positions as one whole walk gives
+               for r in records(session_id, tail, in_sub_agent=in_sub_agent)]
+        backlog = inherited + own
+        count = len(inherited)
+        recorded = {r.node_id for r in own}
+        for message in tail:
+            walked += 1
+            if message.get("id") in recorded:
+                count += 1
+            seen.setdefault(message["id"], (backlog, count, walked))
+        out[tip] = backlog
+    return out
+
+
 def pending_reasons(memory: "Memory", session_id: str,
                     tips: Sequence[str] | None = None) -> dict[str, PendingReason]:
     """tip -> why that live branch of ``session_id`` still owes turns (default: every live
@@ -132,6 +178,6 @@ def pending_reasons(memory: "Memory", session_id: str,
     migration = has_cursors(memory.workspace)
     rule = str(getattr(memory.settings, "side_branches", DEFAULT_SIDE_BRANCHES))
     now = memory.clock()
-    return {tip: _why(memory, memory.pending(session_id, tip), is_head=tip == head,
-                      failure=failure, migration=migration, rule=rule, now=now)
-            for tip in wanted}
+    return {tip: _why(memory, pending, is_head=tip == head, failure=failure,
+                      migration=migration, rule=rule, now=now)
+            for tip, pending in pending_by_tip(memory, session_id, wanted).items()}

@@ -169,11 +169,13 @@ def session_model(memory: "Memory", session_id: str, *,
         if row["tip"] not in where:
             continue
         reason = reasons.get(row["tip"])
+        described = reason.to_dict() if reason else None
+        if described is not None:  # the page walks tip -> oldest pending: no id list per line
+            ids = described.pop("pending_ids")
+            described["pending_from"] = where.get(ids[0], -1) if ids else -1
         branches.append({
             "tip": where[row["tip"]], "head": row["head"], "archived": bool(row.get("archived")),
-            "name": row.get("name"),
-            "pending": [where[p] for p in (reason.pending_ids if reason else []) if p in where],
-            "reason": reason.to_dict() if reason else None,
+            "name": row.get("name"), "reason": described,
         })
     counts = {state: 0 for state in STATES}
     for entry in out_nodes:

@@ -25,8 +25,12 @@
   M.branches.forEach(function (b, k) { isTip[b.tip] = 1; branchOfTip[b.tip] = k; });
   for (i = headIdx; i >= 0; i = N[i].parent) onHeadLine[i] = 1;
   var owedBy = {};  // node index -> [branch index] of live branches that owe it
-  M.branches.forEach(function (b, k) {
-    b.pending.forEach(function (p) { (owedBy[p] = owedBy[p] || []).push(k); });
+  M.branches.forEach(function (b, k) {  // a backlog is the line from its oldest turn to the tip
+    var from = b.reason ? b.reason.pending_from : -1;
+    for (var v = b.tip; from >= 0 && v >= 0; v = N[v].parent) {
+      if (N[v].state === "pending") (owedBy[v] = owedBy[v] || []).push(k);
+      if (v === from) break;
+    }
   });
   // first child continues the line: the head's line, then a non-fork, then the oldest
   function childRank(c) { return (onHeadLine[c] ? 0 : 2) + (N[c].fork ? 1 : 0); }
