@@ -176,7 +176,7 @@ def test_text_contrast_is_at_least_4_5_and_glyphs_at_least_3():
         assert contrast(css[glyph], css["bg"]) >= 3.0, glyph
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(5))
 def test_pending_for_many_tips_at_once_equals_one_walk_per_tip(tmp_path, seed):
     import random
 
@@ -200,8 +200,11 @@ def test_pending_for_many_tips_at_once_equals_one_walk_per_tip(tmp_path, seed):
             store.set_head("r", users[-1])
         elif pick < 0.35 and replies:
             store.set_head("r", rng.choice(replies))
-        elif pick < 0.42:
-            memory.write_session("r")
+        elif pick < 0.42:  # mark the oldest part of a backlog, as a write does
+            tip = rng.choice(memory.live_tips("r"))
+            batch = memory.pending("r", tip)[:rng.randint(1, 4)]
+            store.merge_node_metadata_batch(
+                "r", {r.node_id: {MARK_KEY: memory.workspace_id} for r in batch})
         else:
             role = "assistant" if store.head("r") in users else "user"
             node = store.append_message("r", {"role": role, "content": f"turn {step} words"})

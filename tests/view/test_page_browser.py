@@ -248,7 +248,7 @@ def test_a_long_session_keeps_only_the_rows_in_view_in_the_page(browser, tmp_pat
     from viewkit import long_session
 
     home = tmp_path / "home"
-    sid = long_session(home, 3000)
+    sid = long_session(home, 1500, fork_every=50)
     memory = Memory(home)
     total = len(memory.store.get_nodes(sid))
     path = Path(write_page(memory, sid, tmp_path / "long.html")["path"])
