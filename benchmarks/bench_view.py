@@ -13,7 +13,9 @@ citations are real; those 10 and the short side lines (below the threshold) stay
   first full draw has been painted (navigation start = 0: includes HTML parse, JSON parse,
   layout and drawing);
 * baseline: the same model drawn the straightforward way (every node a row and an SVG glyph,
-  nothing collapsed, nothing virtualised), timed the same way.
+  nothing collapsed, nothing virtualised), timed the same way;
+* before anything is written: why-pending for every live tip (each walk reaches the first
+  turn), ours vs one ``Memory.pending`` walk per tip (the answers are asserted equal).
 
 Run:  python benchmarks/bench_view.py [--sizes 100,1000,10000] [--rounds 3]
 Screenshots go to benchmarks/out/ (gitignored).
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 
 from scriptorium.config import load_settings
+from scriptorium.memory.pending_reasons import pending_by_tip
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
 from scriptorium.view import render_page, session_model
@@ -117,10 +120,26 @@ def grow(home: Path, n: int) -> None:
          "created_at": T0, "updated_at": T0 + len(nodes)}))
 
 
-def build(home: Path, n: int) -> Memory:
+def unwritten_figures(memory: Memory) -> tuple[float, float, int]:
+    """Why-pending for every live tip of the session before anything is written (the worst
+    case: every walk reaches the first turn): ours (shared trunks walked once) vs one
+    ``Memory.pending`` walk per tip. Milliseconds, and the number of tips."""
+    tips = [t for t in memory.live_tips(SID) if t]
+    start = time.perf_counter()
+    ours = pending_by_tip(memory, SID, tips)
+    ours_ms = (time.perf_counter() - start) * 1000
+    start = time.perf_counter()
+    base = {tip: memory.pending(SID, tip) for tip in tips}
+    base_ms = (time.perf_counter() - start) * 1000
+    assert ours == base
+    return ours_ms, base_ms, len(tips)
+
+
+def build(home: Path, n: int) -> tuple[Memory, tuple[float, float, int]]:
     grow(home, n)
     store = SessionStore(home / "sessions", git=False)
     memory = Memory(home, settings=load_settings(home, {"trigger_tokens": 16_000}), store=store)
+    unwritten = unwritten_figures(memory)
     pending = memory.pending(SID)
     keep = {r.node_id for r in pending[-10:]}
     for _ in range(10_000):  # the boundary write, minus the newest 10 head turns
@@ -130,7 +149,7 @@ def build(home: Path, n: int) -> Memory:
         step = memory.write_batch(SID, pending[:400], store.head(SID))
         if step.failure:
             raise SystemExit(f"write failed: {step.failure}")
-    return memory
+    return memory, unwritten
 
 
 def render_ms(browser, path: Path, shot: Path | None = None) -> float:
@@ -160,7 +179,7 @@ def main() -> None:
         for n in sizes:
             home = Path(tmp) / f"h{n}"
             t = time.perf_counter()
-            memory = build(home, n)
+            memory, (tips_ms, tips_base_ms, tips) = build(home, n)
             built = time.perf_counter() - t
             gen, page_text = [], ""
             for _ in range(args.rounds):
@@ -181,7 +200,8 @@ def main() -> None:
                    "page_mb": len(page_text.encode()) / 1e6,
                    "generate_ms": statistics.median(gen),
                    "render_ms": statistics.median(ours), "baseline_ms": statistics.median(base),
-                   "load": os.getloadavg()[0], "build_s": built}
+                   "load": os.getloadavg()[0], "build_s": built, "tips": tips,
+                   "unwritten_why_ms": tips_ms, "unwritten_why_baseline_ms": tips_base_ms}
             rows.append(row)
             print(f"{row['nodes']:>6} nodes ({row['written']} written, {row['pending']} "
                   f"pending, {row['cited_blocks']} cited blocks, page {row['page_mb']:.2f} MB): "
@@ -189,6 +209,9 @@ def main() -> None:
                   f"draw-everything baseline {row['baseline_ms']:.0f} ms "
                   f"({row['baseline_ms'] / row['render_ms']:.1f}x); load {row['load']:.2f}",
                   flush=True)
+            print(f"        before any write, why-pending for {tips} tips: {tips_ms:.0f} ms vs "
+                  f"one walk per tip {tips_base_ms:.0f} ms "
+                  f"({tips_base_ms / max(tips_ms, 1e-9):.1f}x)", flush=True)
         browser.close()
     print(json.dumps(rows), file=sys.stderr)
 

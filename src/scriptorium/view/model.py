@@ -148,9 +148,8 @@ def session_model(memory: "Memory", session_id: str, *,
     out_nodes = []
     for i, node in enumerate(nodes):
         message = node.to_message(session_id)
-        text = message_text(message.get("content")) if node.role != "code" else node.text()
-        if not text and node.role != "code":
-            text = node.text()
+        text = (node.text() if node.role == "code"
+                else message_text(message.get("content")) or node.text())
         kind = fork_kind(node)
         if not kind and vias[i] == "pred" and first_child.get(parents[i], i) != i:
             kind = "branch"  # a later line from the same turn (``session add --after``)

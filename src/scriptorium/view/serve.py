@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
@@ -30,8 +31,11 @@ def index_page(memory: "Memory") -> str:
     for row in rows:
         sid = row["session_id"]
         title = row.get("title") or sid
+        updated = row.get("updated_at")
+        when = (time.strftime(" · updated %Y-%m-%d %H:%M UTC", time.gmtime(updated))
+                if isinstance(updated, (int, float)) else "")
         items.append(f'<li><a href="/session/{quote(sid, safe="")}">{html.escape(title)}</a> '
-                     f'<span class="muted">{html.escape(sid)}</span></li>')
+                     f'<span class="muted">{html.escape(sid)}{when}</span></li>')
     body = "\n".join(items) or '<li class="muted">No sessions in this home yet.</li>'
     return (asset("index.html").replace("/*{{CSS}}*/", asset("view.css"))
             .replace("{{HOME}}", html.escape(str(memory.home)))
