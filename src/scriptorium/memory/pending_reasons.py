@@ -101,14 +101,18 @@ def _why(memory: "Memory", pending: Sequence[Record], *, is_head: bool,
                      default=None)
         idle = newest is not None and now - newest >= memory.settings.idle_allowance_seconds
         if reached or idle:
-            return PendingReason("due", "due: the next write (per turn or at the session "
-                                        "boundary) takes it", **base)
+            why = (f"it reached the threshold ({tokens} of {threshold} tokens)" if reached
+                   else "its newest turn is older than the idle allowance")
+            return PendingReason("due", f"due: {why}; the next write (per turn or at the "
+                                        f"session boundary) takes it", **base)
         return PendingReason(
             "below_threshold",
             f"below the threshold ({tokens} of {threshold} tokens): the per-turn write waits; "
             f"the session-boundary write takes the head whatever it holds", **base)
     if reached or _side_line_taken(pending, rule):
-        return PendingReason("due", "due at the next session-boundary write", **base)
+        why = (f"it reached the threshold ({tokens} of {threshold} tokens)" if reached
+               else f"the side-branch rule {rule!r} takes this line whatever it holds")
+        return PendingReason("due", f"due at the next session-boundary write: {why}", **base)
     if len(pending) == 1 and pending[0].role == "assistant":
         return PendingReason(
             "rejected_reply",
