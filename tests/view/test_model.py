@@ -212,3 +212,20 @@ def test_pending_for_many_tips_at_once_equals_one_walk_per_tip(tmp_path, seed):
     tips = memory.live_tips("r")
     assert len(tips) > 2
     assert pending_by_tip(memory, "r", tips) == {tip: memory.pending("r", tip) for tip in tips}
+
+
+def test_a_recorded_failure_stops_being_the_reason_once_the_session_moves_on(view_home,
+                                                                          tmp_path):
+    import shutil
+
+    from viewkit import FAILED
+
+    import time
+
+    home = tmp_path / "copy"
+    shutil.copytree(view_home["home"], home)
+    memory = memory_at(home, 10_000, now=time.time())  # the turns are from now: not idle
+    assert pending_reasons(memory, FAILED)["d2"].code == "failed_write"
+    memory.store.append_message(FAILED, {"id": "d3", "role": "user", "content": "And Fridays?"})
+    reason = pending_reasons(memory, FAILED)["d3"]
+    assert reason.code == "below_threshold" and reason.failure is None

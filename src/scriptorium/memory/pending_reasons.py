@@ -15,13 +15,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .records import MARK_KEY, Record, is_record, records, total_tokens
+from .watcher import STATE_FILE as WATCHER_STATE
 
 if TYPE_CHECKING:  # pragma: no cover
     from .writing import Memory
 
-# The watcher's state file (``watcher.STATE_FILE``; read here without importing the watcher,
-# which sits above the write path).
-WATCHER_STATE = "session-end.json"
 
 # Which off-head lines the session-boundary write takes (``[memory] side_branches``).
 # "threshold": only lines whose backlog reaches the threshold (the write path today);
@@ -179,6 +177,9 @@ def pending_reasons(memory: "Memory", session_id: str,
     head = memory.store.head(session_id)
     wanted = [t for t in (tips if tips is not None else memory.live_tips(session_id)) if t]
     failure = recorded_failures(memory).get(session_id)
+    if failure is not None and "updated_at" in failure and \
+            failure["updated_at"] != memory.store.get_meta(session_id).get("updated_at"):
+        failure = None  # the session moved on since: the watcher offers it again
     migration = has_cursors(memory.workspace)
     rule = str(getattr(memory.settings, "side_branches", DEFAULT_SIDE_BRANCHES))
     now = memory.clock()
