@@ -90,8 +90,9 @@ def _why(memory: "Memory", pending: Sequence[Record], *, is_head: bool,
     if failure is not None:
         return PendingReason(
             "failed_write",
-            f"the last write of this session failed and is not retried by itself: "
-            f"{failure.get('reason_code')}: {failure.get('message', '')}".rstrip(": "),
+            f"the last write of this session failed for good: {failure.get('reason_code')}: "
+            f"{failure.get('message', '')} — retried once the session or the configuration "
+            f"changes, or with `memory watch --retry-failed`",
             failure=dict(failure), **base)
     reached = tokens >= threshold
     if is_head:
