@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InvalidInput
+from ..redact import redact
 from ..tokens import count_tokens
 
 MARK_KEY = "memory_written_scriptorium"
@@ -115,7 +116,7 @@ def records(session_id: str, branch: Sequence[Mapping[str, Any]], *,
         in_sub_agent = in_sub_agent or origin == "spawn"
         if not is_record(message):
             continue
-        text = message_text(message.get("content"))
+        text = redact(message_text(message.get("content")))  # the store keeps the original
         node_id = message.get("id")
         if not isinstance(node_id, str) or not node_id.strip():
             raise InvalidInput(f"session {session_id}: a {message.get('role')} turn at position "

@@ -307,6 +307,26 @@ class Memory:
                 progress(sid)
         return results
 
+    # -- importers ------------------------------------------------------------------------
+
+    def import_sessions(self, kind: str, paths: Iterable[Path | str] | None = None, *,
+                        write: bool = False) -> dict[str, Any]:
+        """Import Claude Code / pi / Codex / ChatGPT conversations (``kind``) from ``paths``
+        (default: the tool's own session folder) into the store, incrementally; with
+        ``write`` run the session-boundary write for every session that received nodes.
+
+        Returns ``{"kind", "files": [per source file report], "changed_sessions",
+        "nodes_added"}`` plus ``"writes"`` (``SessionResult.to_dict()`` rows) with ``write``.
+        """
+        from ..importers import import_sources
+
+        result = import_sources(self.store, self.home, kind, paths)
+        out = result.to_dict()
+        if write:
+            out["writes"] = [r.to_dict() for r in
+                             self.write(result.changed_sessions, force=True)]
+        return out
+
     # -- migration hook ------------------------------------------------------------------
 
     def migrate_if_needed(self) -> None:

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import CorruptFile, InvalidInput, ScriptoriumError
 from ..faults import fault_point
@@ -29,6 +29,9 @@ from .events import RESERVED_SESSION_ID, HeadMoveLog
 from .forks import ForkOps
 from .index import SessionIndex
 from .node import CHAIN_CALLERS, ROOT, Node, new_id, node_from_message, parse_node
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .bulk import BulkAppender
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +275,13 @@ class SessionStore(ForkOps):
             if created:
                 self._maybe_commit(op, node, commit)
             return node.id
+
+    def bulk(self, sid: str) -> "BulkAppender":
+        """Many appends to ``sid`` under one lock, streamed to disk (importers): see
+        :mod:`scriptorium.sessions.bulk`."""
+        from .bulk import BulkAppender
+
+        return BulkAppender(self, sid)
 
     def branch_view(self, sid: str, head: str | None = None) -> dict:
         """One consistent read for ``session show``: the session head, the tip walked from

@@ -1,0 +1,220 @@
+"""From a source's tree to our DAG: the mapping every format shares.
+
+A format parser turns each source line or message into an :class:`Item` that names its tree
+parent by *source* id. :class:`SessionGraph` decides what each item becomes in our store:
+
+- ``turn`` (a human prompt, an assistant text): a chain node, ``role`` user or llm, whose
+  predecessor is the nearest turn above it in the source tree (``"ROOT"`` when there is none).
+  Lines that are not turns sit between turns in the source tree; skipping over them is what
+  keeps parallel tool calls, progress lines and hook lines from looking like forks. Two turns
+  with one predecessor *are* a fork (a rewind, an edit, a regeneration), and are counted.
+- ``row`` (a tool call, a tool result, thinking, harness and system lines): a ``code`` node
+  hung by ``caller`` on the nearest turn above it, off the chain: kept, never written to memory.
+- ``pass`` (progress lines, bookkeeping entries): no node; only remembered as a tree position,
+  so a child of it still finds its turn.
+- ``summary`` (a compaction summary): an llm node named ``context/summary`` whose
+  ``covers_ids`` are the turns of the chain it summarises; the conversation after it continues
+  from the last covered turn, so the covered turns stay on the branch and in memory.
+- a ``sidechain`` turn whose parent is not itself in the sidechain opens a spawned sub-agent
+  branch: no predecessor, ``caller`` = the turn that started it, ``spawn_branch_root``.
+
+The graph's own state (tree position of every source id, chain predecessors, which turns
+already have a child, links between files) is saved in the home after each source file, so an
+incremental run needs neither the source's old lines nor the store's node texts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..sessions import Node
+from ..sessions.bulk import BulkAppender
+from .ids import node_id
+
+SUMMARY_NAME = "context/summary"
+
+
+@dataclass
+class Item:
+    """One source message, in the shared vocabulary (see the module docstring)."""
+
+    id: str | None
+    kind: str  # turn | row | pass | summary
+    parent: str | None = None  # source id of the tree parent
+    role: str = "user"  # turns: user | llm
+    text: Any = ""
+    name: str = ""
+    input: Any = None
+    created_at: float | None = None
+    metadata: dict = field(default_factory=dict)
+    sidechain: bool = False
+    spawn_caller: str | None = None  # source id of the line that started this sidechain
+    keep_from: str | None = None  # summaries: source id of the first turn NOT covered
+    key: str | None = None  # a content key that survives an id rewrite (pi migrations)
+    skip: str = ""  # pass items: the reason counted in the report
+
+
+class SessionGraph:
+    """One imported session: its saved graph state and the appender writing its nodes."""
+
+    def __init__(self, sid: str, state: dict, kind: str):
+        self.sid = sid
+        self.kind = kind
+        self.pos: dict[str, list] = state.get("pos") or {}  # id -> [anchor, sidechain]
+        self.preds: dict[str, str] = state.get("preds") or {}  # turn -> predecessor
+        self.kids: set[str] = set(state.get("kids") or [])  # turns that have a turn child
+        self.alias: dict[str, str] = state.get("alias") or {}  # source id -> stored id
+        self.keys: dict[str, str] = state.get("keys") or {}  # content key -> stored id
+        self.links: dict[str, str] = state.get("links") or {}  # format links -> anchor
+        self.extra: dict[str, Any] = state.get("extra") or {}
+        self.file: dict[str, Any] = {}  # the parser's state for the file being read
+        self.bulk: BulkAppender | None = None
+        self.added = 0
+        self.forks = 0
+        self.dangling = 0
+        self.skipped: Counter = Counter()
+        self.last_main: str | None = None  # last non-sidechain tree position seen
+
+    def state(self) -> dict:
+        return {"pos": self.pos, "preds": self.preds, "kids": sorted(self.kids),
+                "alias": self.alias, "keys": self.keys, "links": self.links,
+                "extra": self.extra}
+
+    # --- resolving source ids -------------------------------------------------------------
+    def stored(self, source_id: str | None) -> str | None:
+        if source_id is None:
+            return None
+        return self.alias.get(source_id) or node_id(source_id)
+
+    def anchor(self, source_id: str | None) -> str | None:
+        """The turn a source id hangs under (itself for a turn); None above the first turn."""
+        sid = self.stored(source_id)
+        entry = self.pos.get(sid) if sid else None
+        return entry[0] if entry else None
+
+    def known(self, source_id: str | None) -> bool:
+        sid = self.stored(source_id)
+        return bool(sid) and sid in self.pos
+
+    def _sidechain(self, stored_id: str | None) -> bool:
+        entry = self.pos.get(stored_id) if stored_id else None
+        return bool(entry and entry[1])
+
+    def chain(self, tip: str | None) -> list[str]:
+        """Turn ids from the first turn of the line to ``tip``, oldest first."""
+        out: list[str] = []
+        seen: set[str] = set()
+        cur = tip
+        while cur and cur != "ROOT" and cur not in seen and cur in self.preds:
+            seen.add(cur)
+            out.append(cur)
+            cur = self.preds[cur]
+        out.reverse()
+        return out
+
+    # --- adding ---------------------------------------------------------------------------
+    def add(self, item: Item) -> None:
+        """Map ``item`` and append its node (idempotent by id)."""
+        assert self.bulk is not None, "open the graph's appender first"
+        if item.kind == "pass":
+            if item.id is not None:
+                stored = self.stored(item.id)
+                if stored not in self.pos:
+                    parent = self.stored(item.parent)
+                    self.pos[stored] = [self.anchor(item.parent),
+                                        item.sidechain or self._sidechain(parent)]
+            self.skipped[item.skip or "pass"] += 1
+            self._track(item)
+            return
+        assert item.id is not None
+        stored = self.stored(item.id)
+        if item.key is not None:
+            prior = self.keys.get(item.key)
+            if prior is not None and prior != stored:
+                self.alias[item.id] = prior  # the same message under a new id (rewritten file)
+                self.skipped["already_imported"] += 1
+                self._track(item)
+                return
+            self.keys[item.key] = stored
+        if stored in self.pos:
+            self.skipped["already_imported"] += 1
+            self._track(item)
+            return
+        if item.parent is not None and not self.known(item.parent):
+            # the parent is in no file read so far: the item starts a line of its own
+            item.metadata.setdefault("source_parent_missing", item.parent)
+            self.dangling += 1
+        node = self._node(item, stored)
+        # The mapping above also rebuilds the graph state of a node an interrupted run
+        # stored without saving that state; such a node is not written again.
+        if self.bulk.append(node):
+            self.added += 1
+        else:
+            self.skipped["already_imported"] += 1
+        self._track(item)
+
+    def _track(self, item: Item) -> None:
+        if not item.sidechain and item.id is not None:
+            self.last_main = item.id
+
+    def _node(self, item: Item, stored: str) -> Node:
+        md = dict(item.metadata)
+        md["imported_from"] = self.kind
+        if stored != item.id:
+            md["source_id"] = item.id
+        if item.sidechain:
+            md["sidechain"] = True
+        created = item.created_at if item.created_at is not None else time.time()
+        parent = self.stored(item.parent)
+        anchor = self.anchor(item.parent)
+        if item.kind == "row":
+            self.pos[stored] = [anchor, item.sidechain or self._sidechain(parent)]
+            return Node(id=stored, created_at=created, role="code", name=item.name or "row",
+                        input=item.input, output=item.text, caller=anchor or "",
+                        predecessor=None, metadata=md)
+        if item.kind == "summary":
+            covers = self.chain(anchor)
+            if item.keep_from is not None:
+                keep = self.stored(item.keep_from)
+                if keep in covers:
+                    covers = covers[: covers.index(keep)]
+            if not covers:  # nothing before it: keep the text as a row
+                item.kind = "row"
+                item.name = item.name or SUMMARY_NAME
+                return self._node(item, stored)
+            self.pos[stored] = [anchor, item.sidechain]
+            md.update({"covers_ids": covers, "compaction": True, "source": "compaction",
+                       "type": "compactionSummary"})
+            return Node(id=stored, created_at=created, role="llm", name=SUMMARY_NAME,
+                        output=item.text, caller="", predecessor=self.preds.get(covers[0]),
+                        metadata=md)
+        # a turn
+        role = "llm" if item.role in ("llm", "assistant") else "user"
+        caller, pred = "", anchor or "ROOT"
+        opens_spawn = item.sidechain and (anchor is None or not self._sidechain(anchor))
+        if opens_spawn:
+            spawner = anchor
+            if item.spawn_caller is not None:
+                spawner = self.anchor(item.spawn_caller) or self.links.get(item.spawn_caller)
+            caller, pred = spawner or "", None
+            md.update({"source": "agent_spawn", "spawn_branch_root": True})
+            if spawner is None:
+                md["spawn_caller_unknown"] = True
+        else:
+            if pred in self.kids:
+                self.forks += 1
+            self.kids.add(pred)
+        self.pos[stored] = [stored, item.sidechain]
+        self.preds[stored] = pred or ""
+        return Node(id=stored, created_at=created, role=role, name=item.name, input=None,
+                    output=item.text, caller=caller, predecessor=pred, metadata=md)
+
+    def set_head(self, source_id: str | None) -> None:
+        """Make the turn above ``source_id`` (the source's current leaf) the head."""
+        assert self.bulk is not None
+        target = self.anchor(source_id)
+        if target is not None and self.bulk.has(target) and target != self.bulk.head:
+            self.bulk.set_head(target)

@@ -1,0 +1,193 @@
+"""Bulk appends: many nodes into one session under one lock, streamed to disk.
+
+An importer adds thousands of nodes at a time. Going through ``append_message`` would write
+``meta.json`` and fsync twice per node, and would keep every node's text in the process
+cache. The :class:`BulkAppender` holds the session lock for the whole batch, knows the ids
+already stored from the history file *names* alone (``<seq>-<r>-<id>.json``), writes each
+node file by atomic rename, fsyncs them once at the end and writes ``meta.json`` once. Its
+memory grows with the number of ids, not with their text. The store's cache is not fed: the
+next read of the session refreshes it from disk like any foreign write.
+
+Idempotent by id (an existing id is never rewritten) and strict about edges: a predecessor
+or caller must already exist, in the session or earlier in the same batch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import TYPE_CHECKING, Iterator
+
+from ..fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text, check_name, fsync_dir
+from .errors import AppendRefused, HeadRefused, NodeNotFound
+from .node import CHAIN_CALLERS, ROOT, Node
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import SessionStore
+
+SYNC_ALL_ABOVE = 64  # more new files than this: one os.sync() rather than one fsync each
+_FILE_RE = re.compile(r"^(\d+)-([a-z])-(.+)\.json$")
+
+
+class BulkAppender:
+    """Append nodes to one existing session; use as a context manager (it holds the lock)."""
+
+    def __init__(self, store: "SessionStore", sid: str):
+        self.store = store
+        self.sid = sid
+        self.ids: set[str] = set()
+        self.summaries: set[str] = set()
+        self.max_seq = -1
+        self.has_turns = False
+        self.added = 0
+        self.head: str | None = None
+        self._head_set = False
+        self._written: list[str] = []
+        self._meta_extra: dict = {}
+        self._stack: list = []
+        self.title = ""
+
+    # --- lifetime ------------------------------------------------------------------------------
+    def __enter__(self) -> "BulkAppender":
+        sdir = self.store._require(self.sid)
+        tl, fl = self.store._locks(self.sid)
+        tl.acquire()
+        try:
+            fl.acquire()
+        except BaseException:
+            tl.release()
+            raise
+        self._stack = [tl, fl]
+        self.hist = sdir / "history"
+        self.hist.mkdir(exist_ok=True)
+        self.meta_path = sdir / "meta.json"
+        for name in self._names():
+            m = _FILE_RE.match(name)
+            if not m:
+                continue
+            seq, letter, nid = int(m.group(1)), m.group(2), m.group(3)
+            self.ids.add(nid)
+            self.max_seq = max(self.max_seq, seq)
+            if letter in ("u", "l") and nid != ROOT:
+                self.has_turns = True
+            if nid.startswith("summary_"):
+                self.summaries.add(nid)
+        meta = self.store._read_meta_file(self.meta_path)
+        self.title = meta.get("title") if isinstance(meta.get("title"), str) else ""
+        head = meta.get("head_id")
+        self.head = head if isinstance(head, str) and head else None
+        self._old_head = self.head
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        tl, fl = self._stack
+        events: list = []
+        try:
+            if self._written or self._head_set or self._meta_extra:
+                self._flush(events)
+        finally:
+            fl.release()
+            tl.release()
+        if exc_type is None:
+            self.store._announce(events)
+
+    def _names(self) -> Iterator[str]:
+        with os.scandir(self.hist) as it:
+            for entry in it:
+                if entry.name.endswith(".json") and not entry.name.startswith("."):
+                    yield entry.name
+
+    def _flush(self, events: list) -> None:
+        """Make the written nodes durable, then publish meta.json once."""
+        if len(self._written) > SYNC_ALL_ABOVE:
+            os.sync()  # one call instead of thousands of fsyncs
+        else:
+            for name in self._written:
+                fd = os.open(self.hist / name, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        if self._written:
+            fsync_dir(self.hist)
+        meta = self.store._read_meta_file(self.meta_path) or {
+            "id": self.sid, "title": "", "created_at": time.time(), "branches": {}}
+        if self._written:
+            prev = meta.get("updated_at")
+            now = time.time()
+            if isinstance(prev, (int, float)) and now <= prev:
+                now = prev + 1e-6
+            meta["updated_at"] = now
+        meta.update(self._meta_extra)
+        meta["head_id"] = self.head
+        atomic_write_json(self.meta_path, meta)
+        if self.head != self._old_head:
+            events.append((self.sid, self._old_head, self.head))
+        sdir = self.meta_path.parent
+        if not (sdir / ".gitignore").exists():
+            from .store import GITIGNORE
+
+            atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
+        self._written = []
+
+    # --- writes -------------------------------------------------------------------------------
+    def has(self, node_id: str) -> bool:
+        return node_id in self.ids
+
+    def append(self, node: Node) -> bool:
+        """Write ``node`` (seq assigned here); False when its id is already stored."""
+        check_name(node.id, "node id")
+        if node.id in self.ids:
+            return False
+        pred = node.predecessor
+        if pred and pred != ROOT and pred not in self.ids:
+            raise AppendRefused(f"session {self.sid}: predecessor {pred} of node {node.id} "
+                                f"does not exist")
+        caller = node.caller or ""
+        if (caller not in CHAIN_CALLERS and caller not in self.ids
+                and not node.metadata.get("caller_session")):
+            raise AppendRefused(f"session {self.sid}: caller {caller} of node {node.id} "
+                                f"does not exist")
+        turn = node.role in ("user", "llm") and node.chain_level and not node.is_root
+        if (turn and not pred and node.input is None and self.has_turns
+                and not node.is_spawn_root and "covers_ids" not in node.metadata):
+            raise AppendRefused(f"session {self.sid}: node {node.id} has no predecessor and is "
+                                f"not the first turn, a spawn root or a summary")
+        self.max_seq += 1
+        node.seq = self.max_seq
+        name = node.filename()
+        atomic_write_bytes(self.hist / name, node.dumps(), durable=False)
+        self._written.append(name)
+        self.ids.add(node.id)
+        if node.is_summary:
+            self.summaries.add(node.id)
+        if turn:
+            self.has_turns = True
+        self.added += 1
+        return True
+
+    def set_head(self, node_id: str | None) -> None:
+        """Move the head when the batch is published (one event, old -> new)."""
+        if node_id is not None:
+            if node_id not in self.ids:
+                raise NodeNotFound(f"node {node_id} not found in session {self.sid}")
+            if node_id in self.summaries:
+                raise HeadRefused(f"session {self.sid}: node {node_id} is a compaction summary "
+                                  f"and cannot be the head")
+        self.head = node_id
+        self._head_set = True
+
+    def update_meta(self, **fields: object) -> None:
+        """Extra meta.json keys to publish with the batch (never ``head_id``/``id``)."""
+        for key in ("head_id", "id"):
+            fields.pop(key, None)
+        self._meta_extra.update(fields)
+
+    def checkpoint(self) -> None:
+        """Publish what is written so far (durable nodes, then meta) and keep the lock."""
+        events: list = []
+        if self._written or self._head_set or self._meta_extra:
+            self._flush(events)
+        self._old_head = self.head
+        self.store._announce(events)
