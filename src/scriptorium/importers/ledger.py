@@ -73,6 +73,10 @@ class Ledger:
     def __init__(self, home: Path, kind: str):
         self.root = Path(home) / "imports"
         self.path = self.root / f"{kind}.json"
+        for where in (self.root, self.root / "state"):
+            if where.is_symlink():
+                raise InvalidInput(f"refusing to use import bookkeeping through a symlink: "
+                                   f"{where}")
         raw = _load_json(self.path)
         files = raw.get("files") if isinstance(raw.get("files"), dict) else {}
         self.files: dict[str, FileState] = {}

@@ -147,6 +147,7 @@ class Importer:
         elif old is not None and old.offset:
             report.rewritten = True  # rewritten in place: read it again from the start
         if sid is None:
+            _check_jsonl(path)
             sid = parser.session_of(path)
             if sid is None:
                 raise InvalidInput(f"no session found in {path} (is it a {self.kind} file?)")
@@ -216,6 +217,18 @@ def _lines(path: Path, offset: int, size: int, lines: int,
                 yield lineno, None, pos
                 continue
             yield lineno, obj, pos
+
+
+def _check_jsonl(path: Path) -> None:
+    """Refuse a file whose first line opens a JSON document spread over many lines, before
+    any session is made for it."""
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if raw.strip():
+                if raw.strip() in (b"{", b"["):
+                    raise InvalidInput(f"{path}:1: not JSON Lines (one JSON document over "
+                                       f"many lines?)")
+                return
 
 
 def _error(report: FileReport, message: str) -> None:

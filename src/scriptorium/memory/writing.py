@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ..config import Settings, load_settings, resolve_home
 from ..errors import ScriptoriumError
 from ..faults import fault_point
+from ..redact import redact
 from ..sessions import SessionStore
 from . import search
 from .citations import cited_sources
@@ -171,7 +172,7 @@ class Memory:
                 self.workspace.sources.archive([to_source_record(r) for r in batch])
                 fault_point("after-archive")
                 cited = cited_sources(self.workspace)
-                title = str(self.store.get_meta(session_id).get("title") or "")
+                title = redact(str(self.store.get_meta(session_id).get("title") or ""))
                 refs = [r.source_id for r in batch]
                 result, audit = run_writer(
                     self.workspace, self.writer,
@@ -221,7 +222,7 @@ class Memory:
             return False
 
         _, root = self.store.branch_tail(session_id, batch[-1].node_id, stop=stop)
-        opening = message_text(root.get("content")) if root else ""
+        opening = redact(message_text(root.get("content"))) if root else ""
         if before and before[0].get(MARK_KEY) != self.workspace_id:
             return [str(before[0]["id"])], opening
         return [], opening

@@ -19,7 +19,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Iterator
 
-from ..fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text, check_name, fsync_dir
+from ..fsutil import atomic_write_json, atomic_write_text, check_name, fsync_dir
 from .errors import AppendRefused, HeadRefused, NodeNotFound
 from .node import CHAIN_CALLERS, ROOT, Node
 
@@ -62,6 +62,7 @@ class BulkAppender:
         self.hist = sdir / "history"
         self.hist.mkdir(exist_ok=True)
         self.meta_path = sdir / "meta.json"
+        self._tmp = self.hist / f".bulk-{os.getpid()}.tmp"
         for name in self._names():
             m = _FILE_RE.match(name)
             if not m:
@@ -157,7 +158,12 @@ class BulkAppender:
         self.max_seq += 1
         node.seq = self.max_seq
         name = node.filename()
-        atomic_write_bytes(self.hist / name, node.dumps(), durable=False)
+        # One temp name per appender (we hold the session lock), renamed into place: a
+        # reader never sees a torn node file; a crash leaves only a dot-file readers skip.
+        fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(node.dumps())
+        os.replace(self._tmp, self.hist / name)
         self._written.append(name)
         self.ids.add(node.id)
         if node.is_summary:

@@ -1,0 +1,125 @@
+"""Importing is safe with hostile data: ids never escape or collide, bookkeeping is never
+written through a symlink, and secret-looking values never reach the memory topics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, strategies as st
+
+from cckit import SESSION, Transcript
+from scriptorium.errors import InvalidInput
+from scriptorium.fsutil import check_name
+from scriptorium.importers import import_sources
+from scriptorium.importers.ids import node_id, session_id
+from scriptorium.memory.writing import Memory
+from scriptorium.redact import redact
+from scriptorium.sessions import SessionStore
+
+SECRETS = {
+    "openai": "sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789",
+    "anthropic": "sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUV_wxyz-0123456789",
+    "github": "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "bearer": "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijk",
+    "pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----",
+    "assignment": "password=hunter2hunter2",
+}
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_every_source_id_becomes_a_safe_stable_node_id(raw):
+    nid = node_id(raw)
+    assert check_name(nid) == nid and nid == node_id(raw)
+    assert nid != "ROOT" and not nid.startswith("summary_") and len(nid) <= 100
+
+
+@given(st.text(min_size=1, max_size=200))
+def test_session_ids_are_lowercase_so_case_twins_map_to_one_session(raw):
+    sid = session_id("claude-code", raw)
+    assert check_name(sid) == sid and sid == sid.lower()
+    assert session_id("claude-code", raw.upper()) == session_id("claude-code", raw.lower()) \
+        or raw.upper().lower() != raw.lower()
+
+
+def test_reserved_and_unsafe_source_ids_are_mapped_deterministically(store, home, tmp_path):
+    t = Transcript(tmp_path / f"{SESSION}.jsonl")
+    t.user("ROOT", None, "a turn whose source id is our root sentinel")
+    t.assistant("../../etc/passwd", "ROOT", "an id with slashes")
+    t.user("summary_x", "../../etc/passwd", "an id that looks like a summary")
+    path = t.write()
+    import_sources(store, home, "claude-code", [path])
+    sid = f"cc-{SESSION}"
+    branch = store.get_branch(sid)
+    assert [m["source_id"] for m in branch] == ["ROOT", "../../etc/passwd", "summary_x"]
+    assert all(m["id"].startswith("h-") for m in branch)
+    assert not any(p.name == "passwd" for p in home.rglob("*"))
+
+
+def test_bookkeeping_is_never_written_through_a_symlink(home, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (home / "imports").symlink_to(outside, target_is_directory=True)
+    t = Transcript(tmp_path / "src" / f"{SESSION}.jsonl")
+    t.user("u1", None, "hi")
+    with pytest.raises(InvalidInput, match="symlink"):
+        import_sources(SessionStore(home / "sessions", git=False), home, "claude-code",
+                       [t.write()])
+    assert list(outside.iterdir()) == []
+
+
+def test_symlinked_source_directories_are_not_followed(store, home, tmp_path):
+    src = tmp_path / "src"
+    t = Transcript(tmp_path / "elsewhere" / f"{SESSION}.jsonl")
+    t.user("u1", None, "hi")
+    t.write()
+    src.mkdir()
+    (src / "loop").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    assert import_sources(store, home, "claude-code", [src]).files == []
+
+
+@pytest.mark.parametrize("kind", sorted(SECRETS))
+def test_redact_removes_each_kind_of_secret(kind):
+    out = redact(f"here: {SECRETS[kind]} done")
+    assert "[REDACTED" in out
+    assert SECRETS[kind].split("\n")[-1].split()[-1] not in out or kind == "pem" and \
+        "END RSA PRIVATE KEY" not in out
+
+
+def test_redact_leaves_ordinary_text_alone():
+    text = "The budget is 50k euros; the task list has 12 items and sk- is a prefix."
+    assert redact(text) == text
+
+
+def test_a_write_after_import_leaves_no_secret_in_the_topics(home, tmp_path):
+    t = Transcript(tmp_path / f"{SESSION}.jsonl")
+    said = " and ".join(SECRETS.values())
+    t.user("u1", None, f"Deploy with these credentials: {said}. The region is eu-west-1.")
+    t.assistant("a1", "u1", f"Deploying to eu-west-1 using {SECRETS['openai']}.")
+    path = t.write()
+    mem = Memory(home)
+    out = mem.import_sessions("claude-code", [path], write=True)
+    assert out["writes"][0]["marked"] == ["u1", "a1"]
+    memory_text = "\n".join(p.read_text() for p in (home / "memory").rglob("*.md"))
+    assert "eu-west-1" in memory_text  # the turn was written…
+    for secret in SECRETS.values():
+        for piece in secret.split("\n"):
+            if len(piece) > 12:
+                assert piece not in memory_text  # …without its secrets
+    stored = mem.store.get_node(f"cc-{SESSION}", "u1").output
+    assert SECRETS["github"] in stored  # the store keeps the user's own copy
+
+
+def test_an_unknown_kind_and_a_missing_path_are_clear_errors(store, home, tmp_path):
+    with pytest.raises(InvalidInput, match="unknown import kind"):
+        import_sources(store, home, "slack", [])
+    with pytest.raises(InvalidInput, match="no such file or directory"):
+        import_sources(store, home, "pi", [tmp_path / "nope"])
+    with pytest.raises(InvalidInput, match="needs the export"):
+        import_sources(store, home, "chatgpt", [])
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps({"not": "an array"}))
+    report = import_sources(store, home, "chatgpt", [bad]).files[0]
+    assert "not a JSON array" in report.errors[0]
