@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 from cckit import SESSION, Transcript
@@ -20,6 +21,15 @@ SID = f"cc-{SESSION}"
 def _history(store: SessionStore) -> dict[str, tuple[int, int]]:
     hist = store.root / SID / "history"
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in hist.iterdir()}
+
+
+def _forget(home: Path, *tables: str) -> None:
+    """Drop bookkeeping rows, as a crash before they were committed would have."""
+    db = sqlite3.connect(home / "imports" / "state.sqlite")
+    with db:
+        for table in tables:
+            db.execute(f"DELETE FROM {table}")
+    db.close()
 
 
 def _cc(store, home, *paths):
@@ -119,7 +129,7 @@ def test_marks_survive_a_reimport_from_scratch(home, tmp_path):
     _cc(store, home, path)
     mem = Memory(home, store=store, writer=RecordingWriter())
     assert mem.write_session(SID).marked == ["u1", "a1"]
-    (home / "imports" / "claude-code.json").unlink()  # forget every offset: read it all again
+    _forget(home, "files")  # forget every offset: read it all again
     report = _cc(store, home, path).files[0]
     assert report.nodes_added == 0 and report.skipped["already_imported"] == 2
     assert store.get_node(SID, "u1").metadata[MARK_KEY] == mem.workspace_id
@@ -133,9 +143,7 @@ def test_lost_graph_state_is_rebuilt_without_duplicating_nodes(store, home, tmp_
     path = t.write()
     _cc(store, home, path)
     # a crash after the nodes were stored but before any bookkeeping was saved
-    (home / "imports" / "claude-code.json").unlink()
-    for f in (home / "imports" / "state").iterdir():
-        f.unlink()
+    _forget(home, "files", "pos", "preds", "kids", "names", "extra")
     t.user("u2", "a1", "Three")
     t.write()
     report = _cc(store, home, path).files[0]

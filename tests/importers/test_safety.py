@@ -4,7 +4,6 @@ written through a symlink, and secret-looking values never reach the memory topi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -62,6 +61,7 @@ def test_bookkeeping_is_never_written_through_a_symlink(home, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (home / "imports").symlink_to(outside, target_is_directory=True)
+    assert not list(outside.iterdir())
     t = Transcript(tmp_path / "src" / f"{SESSION}.jsonl")
     t.user("u1", None, "hi")
     with pytest.raises(InvalidInput, match="symlink"):

@@ -64,17 +64,25 @@ def import_sources(store: SessionStore, home: Path | str, kind: str,
         given = [Path(DEFAULT_PATHS[kind]).expanduser()]
     result = ImportResult(kind)
     if kind == "chatgpt":
-        imp = chatgpt.ChatGPTImporter(store, Path(home), kind)
         for path in given:
             if not path.is_file():
                 raise InvalidInput(f"no such file: {path}")
-            result.files.append(imp.import_file(path.resolve()))
+        imp: Importer = chatgpt.ChatGPTImporter(store, Path(home), kind)
+        try:
+            for path in given:
+                result.files.append(imp.import_file(path.resolve()))
+        finally:
+            imp.ledger.close()
     else:
         parser_cls, discover = _LINE_FORMATS[kind]
+        files = discover(given)
         imp = Importer(store, Path(home), kind)
         parser = parser_cls()
-        for path in discover(given):
-            result.files.append(imp.import_jsonl(path, parser))
+        try:
+            for path in files:
+                result.files.append(imp.import_jsonl(path, parser))
+        finally:
+            imp.ledger.close()
     imp.commit()
     result.changed_sessions = imp.changed_sessions
     return result

@@ -24,7 +24,7 @@ from typing import IO, Any, Iterator
 from ..errors import InvalidInput
 from .graph import Item, SessionGraph
 from .ids import session_id
-from .ledger import FileState
+from .ledger import FileState, SessionState
 from .run import FileReport, Importer
 
 KIND = "chatgpt"
@@ -178,13 +178,21 @@ class ChatGPTImporter(Importer):
         stream, archive = _open(path)
         try:
             for conv in iter_array(stream, str(path)):
-                self._conversation(conv, report)
+                self.ledger.begin()  # one transaction per conversation
+                try:
+                    self._conversation(conv, report)
+                    self.ledger.commit()
+                except BaseException:
+                    self.ledger.rollback()
+                    raise
         finally:
             stream.close()
             if archive is not None:
                 archive.close()
+        self.ledger.begin()
         self.ledger.put(path, FileState(size=st.st_size, mtime_ns=st.st_mtime_ns,
                                         inode=st.st_ino))
+        self.ledger.commit()
 
     def _conversation(self, conv: dict, report: FileReport) -> None:
         cid = conv.get("conversation_id") or conv.get("id")
@@ -193,7 +201,7 @@ class ChatGPTImporter(Importer):
             return
         sid = session_id(KIND, cid)
         stamp = conv.get("update_time")
-        if self.store.exists(sid) and self.ledger.load_state(sid).get("extra", {}).get(
+        if self.store.exists(sid) and SessionState(self.ledger, sid).extra.get(
                 "update_time") == stamp:
             report.sessions.append(sid)
             report.skipped["unchanged_conversation"] += 1

@@ -122,6 +122,7 @@ class ClaudeCodeParser:
                     return text.strip()
             if obj.get("type") == "user" and not obj.get("isSidechain") and not obj.get("isMeta"):
                 text = block_text((obj.get("message") or {}).get("content")).strip()
+                text = _command(text) or text
                 if text and not text.startswith(HARNESS_PREFIXES):
                     return text.splitlines()[0]
         return ""

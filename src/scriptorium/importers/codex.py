@@ -108,10 +108,12 @@ class CodexParser:
             text = block_text(payload.get("content"), ("input_text", "output_text", "text"))
             if payload.get("phase"):
                 md["phase"] = payload["phase"]
+            parts = [b.get("text") for b in payload.get("content") or []
+                     if isinstance(b, dict) and isinstance(b.get("text"), str)]
             if role == "user" and not text.lstrip().startswith(CONTEXT_PREFIXES):
-                item = self._twin(graph, "user", text, iid, parent, md, base, "response")
+                item = self._twin(graph, "user", text, iid, parent, md, base, "response", parts)
             elif role == "assistant":
-                item = self._twin(graph, "llm", text, iid, parent, md, base, "response")
+                item = self._twin(graph, "llm", text, iid, parent, md, base, "response", parts)
             else:
                 item = Item(iid, "row", parent=parent, name=f"{role}_message", text=text,
                             metadata=md, **base)
@@ -140,16 +142,18 @@ class CodexParser:
         yield item
 
     def _twin(self, graph: SessionGraph, role: str, text: str, iid: str, parent: str | None,
-              md: dict, base: dict, origin: str) -> Item | None:
-        """The first of a response_item/event_msg pair is the turn; its twin is skipped."""
-        key = f"{role}:{_pair_key(text)}"
+              md: dict, base: dict, origin: str, parts: list[str] | None = None) -> Item | None:
+        """The first of a response_item/event_msg pair is the turn; its twin is skipped.
+        A response message may carry more blocks than the event (attachments): the event
+        matches the whole text or any one block."""
+        keys = {f"{role}:{_pair_key(t)}" for t in [text, *(parts or [])] if t.strip()}
         waiting = graph.file.setdefault("twins", {})
-        if waiting.get(key) not in (None, origin):
-            del waiting[key]
+        if any(waiting.get(k) not in (None, origin) for k in keys):
+            waiting.clear()
             graph.skipped[f"duplicate_{role}_text"] += 1
             return None
         waiting.clear()  # a twin only ever follows closely: forget older ones
-        waiting[key] = origin
+        waiting.update({k: origin for k in keys})
         if not text.strip():
             return Item(iid, "row", parent=parent, name="empty", metadata=md, **base)
         return Item(iid, "turn", parent=parent, role=role, text=text, metadata=md, **base)
@@ -185,7 +189,7 @@ class CodexParser:
         n = min(num_turns, len(users))
         target = users[-n]
         graph.file["users"] = users[:-n]
-        pred = graph.preds.get(target) or ""
+        pred = graph.st.pred(target) or ""
         graph.file["last"] = pred if pred and pred != "ROOT" else None
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from ..sessions import Node
 from ..sessions.bulk import BulkAppender
 from .ids import node_id
+from .ledger import SessionState
 
 SUMMARY_NAME = "context/summary"
 
@@ -57,19 +58,38 @@ class Item:
     skip: str = ""  # pass items: the reason counted in the report
 
 
-class SessionGraph:
-    """One imported session: its saved graph state and the appender writing its nodes."""
+class Names:
+    """One of a session's small string maps (aliases, content keys, links), in the ledger."""
 
-    def __init__(self, sid: str, state: dict, kind: str):
-        self.sid = sid
+    def __init__(self, state: SessionState, space: str):
+        self.state, self.space = state, space
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        value = self.state.name(self.space, key)
+        return default if value is None else value
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.state.set_name(self.space, key, value)
+
+    def setdefault(self, key: str, value: str) -> str:
+        current = self.get(key)
+        if current is None:
+            self[key] = value
+            return value
+        return current
+
+
+class SessionGraph:
+    """One imported session: its graph state (in the ledger) and the appender writing it."""
+
+    def __init__(self, state: SessionState, kind: str):
+        self.sid = state.sid
         self.kind = kind
-        self.pos: dict[str, list] = state.get("pos") or {}  # id -> [anchor, sidechain]
-        self.preds: dict[str, str] = state.get("preds") or {}  # turn -> predecessor
-        self.kids: set[str] = set(state.get("kids") or [])  # turns that have a turn child
-        self.alias: dict[str, str] = state.get("alias") or {}  # source id -> stored id
-        self.keys: dict[str, str] = state.get("keys") or {}  # content key -> stored id
-        self.links: dict[str, str] = state.get("links") or {}  # format links -> anchor
-        self.extra: dict[str, Any] = state.get("extra") or {}
+        self.st = state
+        self.alias = Names(state, "alias")  # source id -> stored id (rewritten files)
+        self.keys = Names(state, "key")  # content key -> stored id
+        self.links = Names(state, "link")  # format links (agent ids, prompts) -> anchor
+        self.extra: dict[str, Any] = state.extra
         self.file: dict[str, Any] = {}  # the parser's state for the file being read
         self.bulk: BulkAppender | None = None
         self.added = 0
@@ -77,11 +97,6 @@ class SessionGraph:
         self.dangling = 0
         self.skipped: Counter = Counter()
         self.last_main: str | None = None  # last non-sidechain tree position seen
-
-    def state(self) -> dict:
-        return {"pos": self.pos, "preds": self.preds, "kids": sorted(self.kids),
-                "alias": self.alias, "keys": self.keys, "links": self.links,
-                "extra": self.extra}
 
     # --- resolving source ids -------------------------------------------------------------
     def stored(self, source_id: str | None) -> str | None:
@@ -92,15 +107,15 @@ class SessionGraph:
     def anchor(self, source_id: str | None) -> str | None:
         """The turn a source id hangs under (itself for a turn); None above the first turn."""
         sid = self.stored(source_id)
-        entry = self.pos.get(sid) if sid else None
+        entry = self.st.pos(sid) if sid else None
         return entry[0] if entry else None
 
     def known(self, source_id: str | None) -> bool:
         sid = self.stored(source_id)
-        return bool(sid) and sid in self.pos
+        return bool(sid) and self.st.pos(sid) is not None
 
     def _sidechain(self, stored_id: str | None) -> bool:
-        entry = self.pos.get(stored_id) if stored_id else None
+        entry = self.st.pos(stored_id) if stored_id else None
         return bool(entry and entry[1])
 
     def chain(self, tip: str | None) -> list[str]:
@@ -108,10 +123,13 @@ class SessionGraph:
         out: list[str] = []
         seen: set[str] = set()
         cur = tip
-        while cur and cur != "ROOT" and cur not in seen and cur in self.preds:
+        while cur and cur != "ROOT" and cur not in seen:
+            pred = self.st.pred(cur)
+            if pred is None:
+                break
             seen.add(cur)
             out.append(cur)
-            cur = self.preds[cur]
+            cur = pred
         out.reverse()
         return out
 
@@ -122,10 +140,10 @@ class SessionGraph:
         if item.kind == "pass":
             if item.id is not None:
                 stored = self.stored(item.id)
-                if stored not in self.pos:
+                if self.st.pos(stored) is None:
                     parent = self.stored(item.parent)
-                    self.pos[stored] = [self.anchor(item.parent),
-                                        item.sidechain or self._sidechain(parent)]
+                    self.st.set_pos(stored, self.anchor(item.parent),
+                                    item.sidechain or self._sidechain(parent))
             self.skipped[item.skip or "pass"] += 1
             self._track(item)
             return
@@ -139,7 +157,7 @@ class SessionGraph:
                 self._track(item)
                 return
             self.keys[item.key] = stored
-        if stored in self.pos:
+        if self.st.pos(stored) is not None:
             self.skipped["already_imported"] += 1
             self._track(item)
             return
@@ -171,7 +189,7 @@ class SessionGraph:
         parent = self.stored(item.parent)
         anchor = self.anchor(item.parent)
         if item.kind == "row":
-            self.pos[stored] = [anchor, item.sidechain or self._sidechain(parent)]
+            self.st.set_pos(stored, anchor, item.sidechain or self._sidechain(parent))
             return Node(id=stored, created_at=created, role="code", name=item.name or "row",
                         input=item.input, output=item.text, caller=anchor or "",
                         predecessor=None, metadata=md)
@@ -185,11 +203,11 @@ class SessionGraph:
                 item.kind = "row"
                 item.name = item.name or SUMMARY_NAME
                 return self._node(item, stored)
-            self.pos[stored] = [anchor, item.sidechain]
+            self.st.set_pos(stored, anchor, item.sidechain)
             md.update({"covers_ids": covers, "compaction": True, "source": "compaction",
                        "type": "compactionSummary"})
             return Node(id=stored, created_at=created, role="llm", name=SUMMARY_NAME,
-                        output=item.text, caller="", predecessor=self.preds.get(covers[0]),
+                        output=item.text, caller="", predecessor=self.st.pred(covers[0]) or None,
                         metadata=md)
         # a turn
         role = "llm" if item.role in ("llm", "assistant") else "user"
@@ -204,11 +222,11 @@ class SessionGraph:
             if spawner is None:
                 md["spawn_caller_unknown"] = True
         else:
-            if pred in self.kids:
+            if self.st.has_kid(pred):
                 self.forks += 1
-            self.kids.add(pred)
-        self.pos[stored] = [stored, item.sidechain]
-        self.preds[stored] = pred or ""
+            self.st.add_kid(pred)
+        self.st.set_pos(stored, stored, item.sidechain)
+        self.st.set_pred(stored, pred or "")
         return Node(id=stored, created_at=created, role=role, name=item.name, input=None,
                     output=item.text, caller=caller, predecessor=pred, metadata=md)
 

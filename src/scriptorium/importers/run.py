@@ -22,7 +22,7 @@ from typing import Any, Iterator, Protocol
 from ..errors import InvalidInput, ScriptoriumError
 from ..sessions import SessionStore
 from .graph import Item, SessionGraph
-from .ledger import FileState, Ledger, head_hash
+from .ledger import FileState, Ledger, SessionState, head_hash
 
 MAX_ERRORS_LISTED = 5
 
@@ -93,16 +93,19 @@ class Importer:
 
     def run_graph(self, sid: str, report: FileReport, created: bool, feed: Any,
                   title: str = "") -> SessionGraph:
-        """Load ``sid``'s graph, let ``feed(graph)`` add items under one lock, save state.
-        ``title`` names a session still untitled (one first created by a sub-agent file)."""
-        graph = SessionGraph(sid, self.ledger.load_state(sid), self.kind)
+        """Let ``feed(graph)`` add items to ``sid`` under one session lock; the nodes are
+        durable when this returns, and the graph state is written in the ledger's open
+        transaction (the caller commits it). ``title`` names a still untitled session (one
+        first created by a sub-agent file)."""
+        state = SessionState(self.ledger, sid)
+        graph = SessionGraph(state, self.kind)
         with self.store.bulk(sid) as bulk:
             graph.bulk = bulk
             feed(graph)
             if title and not bulk.title and graph.added:
                 bulk.update_meta(title=title[:120])
         graph.bulk = None
-        self.ledger.save_state(sid, graph.state())
+        state.save_extra()
         report.nodes_added += graph.added
         report.forks += graph.forks
         report.dangling_parents += graph.dangling
@@ -127,11 +130,18 @@ class Importer:
     def import_jsonl(self, path: Path, parser: LineParser) -> FileReport:
         report = FileReport(str(path))
         try:
+            self.ledger.begin()
             self._import_jsonl(path, parser, report)
+            self.ledger.commit()
         except ScriptoriumError as exc:
+            self.ledger.rollback()
             report.errors.append(f"{path}: {exc}")
         except OSError as exc:
+            self.ledger.rollback()
             report.errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+        except BaseException:
+            self.ledger.rollback()
+            raise
         return report
 
     def _import_jsonl(self, path: Path, parser: LineParser, report: FileReport) -> None:

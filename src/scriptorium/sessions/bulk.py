@@ -14,9 +14,13 @@ or caller must already exist, in the session or earlier in the same batch.
 
 from __future__ import annotations
 
+import bisect
+import hashlib
+import heapq
 import os
 import re
 import time
+from array import array
 from typing import TYPE_CHECKING, Iterator
 
 from ..fsutil import atomic_write_json, atomic_write_text, check_name, fsync_dir
@@ -30,13 +34,45 @@ SYNC_ALL_ABOVE = 64  # more new files than this: one os.sync() rather than one f
 _FILE_RE = re.compile(r"^(\d+)-([a-z])-(.+)\.json$")
 
 
+class IdSet:
+    """A set of node ids in 8 bytes each (a sorted array of 64-bit hashes, plus a small set
+    of recent ones), so a session of a million nodes costs 8 MB, not a hundred. A false
+    "present" needs two ids of one session to share 64 bits of blake2b: ~n²/2⁶⁵."""
+
+    MERGE_AT = 4096
+
+    def __init__(self) -> None:
+        self._sorted = array("Q")
+        self._recent: set[int] = set()
+
+    @staticmethod
+    def _h(node_id: str) -> int:
+        return int.from_bytes(hashlib.blake2b(node_id.encode("utf-8", "surrogatepass"),
+                                              digest_size=8).digest(), "big")
+
+    def add(self, node_id: str) -> None:
+        self._recent.add(self._h(node_id))
+        if len(self._recent) >= self.MERGE_AT:  # merged lazily: no list of all ids
+            self._sorted = array("Q", heapq.merge(self._sorted, sorted(self._recent)))
+            self._recent = set()
+
+    def __contains__(self, node_id: object) -> bool:
+        if not isinstance(node_id, str):
+            return False
+        h = self._h(node_id)
+        if h in self._recent:
+            return True
+        i = bisect.bisect_left(self._sorted, h)
+        return i < len(self._sorted) and self._sorted[i] == h
+
+
 class BulkAppender:
     """Append nodes to one existing session; use as a context manager (it holds the lock)."""
 
     def __init__(self, store: "SessionStore", sid: str):
         self.store = store
         self.sid = sid
-        self.ids: set[str] = set()
+        self.ids = IdSet()
         self.summaries: set[str] = set()
         self.max_seq = -1
         self.has_turns = False
@@ -44,6 +80,7 @@ class BulkAppender:
         self.head: str | None = None
         self._head_set = False
         self._written: list[str] = []
+        self._count = 0  # nodes written since the last flush
         self._meta_extra: dict = {}
         self._stack: list = []
         self.title = ""
@@ -62,7 +99,8 @@ class BulkAppender:
         self.hist = sdir / "history"
         self.hist.mkdir(exist_ok=True)
         self.meta_path = sdir / "meta.json"
-        self._tmp = self.hist / f".bulk-{os.getpid()}.tmp"
+        self._hist = str(self.hist)
+        self._tmp = os.path.join(self._hist, f".bulk-{os.getpid()}.tmp")
         for name in self._names():
             m = _FILE_RE.match(name)
             if not m:
@@ -85,7 +123,7 @@ class BulkAppender:
         tl, fl = self._stack
         events: list = []
         try:
-            if self._written or self._head_set or self._meta_extra:
+            if self._count or self._head_set or self._meta_extra:
                 self._flush(events)
         finally:
             fl.release()
@@ -101,7 +139,7 @@ class BulkAppender:
 
     def _flush(self, events: list) -> None:
         """Make the written nodes durable, then publish meta.json once."""
-        if len(self._written) > SYNC_ALL_ABOVE:
+        if self._count > SYNC_ALL_ABOVE:
             os.sync()  # one call instead of thousands of fsyncs
         else:
             for name in self._written:
@@ -110,11 +148,11 @@ class BulkAppender:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-        if self._written:
+        if self._count:
             fsync_dir(self.hist)
         meta = self.store._read_meta_file(self.meta_path) or {
             "id": self.sid, "title": "", "created_at": time.time(), "branches": {}}
-        if self._written:
+        if self._count:
             prev = meta.get("updated_at")
             now = time.time()
             if isinstance(prev, (int, float)) and now <= prev:
@@ -131,6 +169,7 @@ class BulkAppender:
 
             atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
         self._written = []
+        self._count = 0
 
     # --- writes -------------------------------------------------------------------------------
     def has(self, node_id: str) -> bool:
@@ -163,8 +202,10 @@ class BulkAppender:
         fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(node.dumps())
-        os.replace(self._tmp, self.hist / name)
-        self._written.append(name)
+        os.replace(self._tmp, os.path.join(self._hist, name))  # str: no pathlib interning
+        self._count += 1
+        if self._count <= SYNC_ALL_ABOVE:  # past that, one os.sync() covers them: no list
+            self._written.append(name)
         self.ids.add(node.id)
         if node.is_summary:
             self.summaries.add(node.id)
@@ -193,7 +234,7 @@ class BulkAppender:
     def checkpoint(self) -> None:
         """Publish what is written so far (durable nodes, then meta) and keep the lock."""
         events: list = []
-        if self._written or self._head_set or self._meta_extra:
+        if self._count or self._head_set or self._meta_extra:
             self._flush(events)
         self._old_head = self.head
         self.store._announce(events)
