@@ -153,3 +153,18 @@ def test_unknown_line_types_are_counted_not_fatal(store, home, tmp_path):
     assert report.skipped["type:brand-new-thing"] == 1
     assert report.skipped["type:telemetry"] == 1
     assert store.get_node(SID, "a1").predecessor == "u1"  # found through the unknown line
+
+
+def test_a_second_compaction_covers_only_the_turns_since_the_first(store, home, tmp_path):
+    t = Transcript(tmp_path / f"{SESSION}.jsonl")
+    _conversation(t)
+    t.compaction("cb1", "cs1", logical_parent="a2")
+    t.user("u3", "cs1", "Next step")
+    t.assistant("a3", "u3", "Done.")
+    t.compaction("cb2", "cs2", logical_parent="a3")
+    t.user("u4", "cs2", "And now?")
+    _import(store, home, t.write())
+    second = store.get_node(SID, "cs2")
+    assert second.metadata["covers_ids"] == ["u3", "a3"]
+    assert second.metadata["previous_summary"] == "cs1"
+    assert [m["id"] for m in store.get_branch(SID)] == ["u1", "a1", "u2", "a2", "u3", "a3", "u4"]

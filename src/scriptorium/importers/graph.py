@@ -13,8 +13,9 @@ parent by *source* id. :class:`SessionGraph` decides what each item becomes in o
 - ``pass`` (progress lines, bookkeeping entries): no node; only remembered as a tree position,
   so a child of it still finds its turn.
 - ``summary`` (a compaction summary): an llm node named ``context/summary`` whose
-  ``covers_ids`` are the turns of the chain it summarises; the conversation after it continues
-  from the last covered turn, so the covered turns stay on the branch and in memory.
+  ``covers_ids`` are the turns of the chain it summarises since the previous summary on that
+  line (named in ``previous_summary``); the conversation after it continues from the last
+  covered turn, so the covered turns stay on the branch and in memory.
 - a ``sidechain`` turn whose parent is not itself in the sidechain opens a spawned sub-agent
   branch: no predecessor, ``caller`` = the turn that started it, ``spawn_branch_root``.
 
@@ -118,12 +119,17 @@ class SessionGraph:
         entry = self.st.pos(stored_id) if stored_id else None
         return bool(entry and entry[1])
 
-    def chain(self, tip: str | None) -> list[str]:
-        """Turn ids from the first turn of the line to ``tip``, oldest first."""
+    def chain(self, tip: str | None) -> tuple[list[str], str | None]:
+        """Turn ids from ``tip`` back to the first turn of the line, or to the last turn an
+        earlier summary covers, oldest first; and that earlier summary's id."""
         out: list[str] = []
         seen: set[str] = set()
         cur = tip
         while cur and cur != "ROOT" and cur not in seen:
+            earlier = self.st.name("covered", cur)
+            if earlier is not None:
+                out.reverse()
+                return out, earlier
             pred = self.st.pred(cur)
             if pred is None:
                 break
@@ -131,7 +137,7 @@ class SessionGraph:
             out.append(cur)
             cur = pred
         out.reverse()
-        return out
+        return out, None
 
     # --- adding ---------------------------------------------------------------------------
     def add(self, item: Item) -> None:
@@ -194,18 +200,21 @@ class SessionGraph:
                         input=item.input, output=item.text, caller=anchor or "",
                         predecessor=None, metadata=md)
         if item.kind == "summary":
-            covers = self.chain(anchor)
+            covers, earlier = self.chain(anchor)
             if item.keep_from is not None:
                 keep = self.stored(item.keep_from)
                 if keep in covers:
                     covers = covers[: covers.index(keep)]
             if not covers:  # nothing before it: keep the text as a row
                 item.kind = "row"
-                item.name = item.name or SUMMARY_NAME
+                item.name = "compaction"
                 return self._node(item, stored)
             self.st.set_pos(stored, anchor, item.sidechain)
+            self.st.set_name("covered", covers[-1], stored)
             md.update({"covers_ids": covers, "compaction": True, "source": "compaction",
                        "type": "compactionSummary"})
+            if earlier is not None:
+                md["previous_summary"] = earlier
             return Node(id=stored, created_at=created, role="llm", name=SUMMARY_NAME,
                         output=item.text, caller="", predecessor=self.st.pred(covers[0]) or None,
                         metadata=md)
