@@ -34,18 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from scriptorium.importers import import_sources  # noqa: E402
 from scriptorium.sessions import SessionStore  # noqa: E402
 
-WORDS = ("parser token grammar budget deploy rollback staging canary metrics review schedule "
-         "function module refactor test fixture error retry branch commit merge").split()
-
-
-def words(rng: random.Random, chars: int) -> str:
-    out, n = [], 0
-    while n < chars:
-        w = rng.choice(WORDS)
-        out.append(w)
-        n += len(w) + 1
-    return " ".join(out)
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sessions import text  # noqa: E402  (the same word generator)
 
 def transcript(path: Path, target_bytes: int, seed: int) -> int:
     """Write one 2.1.x-shaped session file of about ``target_bytes``; return its line count."""
@@ -78,38 +68,38 @@ def transcript(path: Path, target_bytes: int, seed: int) -> int:
         while fh.tell() < target_bytes:
             turn += 1
             parent = put(env("user", parent, message={"role": "user",
-                                                      "content": words(rng, 200)}))
+                                                      "content": text(rng, 200)}))
             mid = f"msg_{rng.getrandbits(64):x}"
             parent = put(env("assistant", parent, message={
                 "id": mid, "role": "assistant", "model": "claude-x",
-                "content": [{"type": "text", "text": words(rng, 500)}]}))
+                "content": [{"type": "text", "text": text(rng, 500)}]}))
             calls = []
             for _ in range(rng.randint(1, 3)):
                 tid = f"toolu_{rng.getrandbits(64):x}"
                 parent = put(env("assistant", parent, message={
                     "id": mid, "role": "assistant", "model": "claude-x",
                     "content": [{"type": "tool_use", "id": tid, "name": "Read",
-                                 "input": {"file_path": "/home/u/project/" + words(rng, 20)}}]}))
+                                 "input": {"file_path": "/home/u/project/" + text(rng, 20)}}]}))
                 calls.append((parent, tid))
             last = parent
             for call_line, tid in calls:
                 put(env("progress", call_line, data={"type": "hook_progress"},
                         toolUseID=tid, parentToolUseID=tid))
-                out = words(rng, 1500)
+                out = text(rng, 1500)
                 last = put(env("user", call_line, message={"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": tid, "content": out}]},
                     toolUseResult={"type": "text", "file": {"content": out}},
                     sourceToolAssistantUUID=call_line))
             parent = put(env("assistant", last, message={
                 "id": f"msg_{rng.getrandbits(64):x}", "role": "assistant", "model": "claude-x",
-                "content": [{"type": "text", "text": words(rng, 700)}]}))
+                "content": [{"type": "text", "text": text(rng, 700)}]}))
             if turn % 400 == 0:
                 boundary = env("system", None, subtype="compact_boundary",
                                content="Conversation compacted", logicalParentUuid=parent)
                 put(boundary)
                 parent = put(env("user", boundary["uuid"], isCompactSummary=True, message={
                     "role": "user", "content": "This session is being continued. " +
-                    words(rng, 2000)}))
+                    text(rng, 2000)}))
     return lines
 
 

@@ -16,6 +16,7 @@ import pytest
 from scriptorium.importers import import_sources
 from scriptorium.importers.ids import node_id
 from scriptorium.sessions import SessionStore
+from scriptorium.timefmt import epoch
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -160,7 +161,6 @@ def test_pi_entries_and_compactions_are_accounted_for(imported, realdata):
         for comp, summary in zip(compactions, summaries):
             kept = entries[comp["firstKeptEntryIndex"]]
             covered_times = [n.created_at for n in nodes if n.id in summary.metadata["covers_ids"]]
-            from scriptorium.importers.claude_code import epoch
             assert max(covered_times) < epoch(kept["timestamp"]) + 1e-6
         _walkable(store, report.sessions[0])
 

@@ -24,12 +24,12 @@ restates turns memory takes from their own nodes.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..timefmt import epoch
 from .graph import Item, SessionGraph
 from .ids import digest, session_id
 
@@ -38,21 +38,6 @@ HARNESS_PREFIXES = ("<command-", "<local-command-", "[Request interrupted", "<ba
                     "<user-memory-input>", "Caveat: The messages below")
 TASK_TOOLS = ("Task", "Agent")
 DEFAULT_PATH = "~/.claude/projects"
-
-
-def epoch(value: Any) -> float | None:
-    """ISO-8601 (``…Z``) or epoch seconds/milliseconds -> epoch seconds."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value) / (1000.0 if value > 1e11 else 1.0)
-    if isinstance(value, str) and value:
-        try:
-            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=_dt.timezone.utc)
-        return parsed.timestamp()
-    return None
 
 
 def block_text(content: Any, kinds: tuple[str, ...] = ("text",)) -> str:

@@ -24,7 +24,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from .claude_code import block_text, epoch
+from ..timefmt import epoch
+from .claude_code import block_text
 from .graph import Item, SessionGraph
 from .ids import digest, session_id
 

@@ -22,7 +22,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from .claude_code import block_text, epoch
+from ..timefmt import epoch
+from .claude_code import block_text
 from .graph import Item, SessionGraph
 from .ids import digest, session_id
 

@@ -135,7 +135,9 @@ class Importer:
             self.ledger.commit()
         except ScriptoriumError as exc:
             self.ledger.rollback()
-            report.errors.append(f"{path}: {exc}")
+            message = str(exc)
+            report.errors.append(message if message.startswith(str(path)) else
+                                 f"{path}: {message}")
         except OSError as exc:
             self.ledger.rollback()
             report.errors.append(f"{path}: cannot read: {exc.strerror or exc}")

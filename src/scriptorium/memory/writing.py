@@ -14,7 +14,6 @@ reason code and whether retrying can help.
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from ..config import Settings, load_settings, resolve_home
 from ..errors import ScriptoriumError
 from ..faults import fault_point
 from ..redact import redact
+from ..timefmt import epoch as _epoch
 from ..sessions import SessionStore
 from . import search
 from .citations import cited_sources
@@ -71,20 +71,6 @@ class SessionResult:
                 "marked": self.marked, "changed_files": self.changed_files,
                 "failure": self.failure.to_dict() if self.failure else None,
                 **({"note": self.note} if self.note else {})}
-
-
-def _epoch(value: float | str | None) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            parsed = _dt.datetime.fromisoformat(value)
-        except ValueError:
-            return None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=_dt.timezone.utc)
-        return parsed.timestamp()
-    return None
 
 
 class Memory:
