@@ -168,3 +168,15 @@ def test_a_second_compaction_covers_only_the_turns_since_the_first(store, home, 
     assert second.metadata["covers_ids"] == ["u3", "a3"]
     assert second.metadata["previous_summary"] == "cs1"
     assert [m["id"] for m in store.get_branch(SID)] == ["u1", "a1", "u2", "a2", "u3", "a3", "u4"]
+
+
+def test_an_import_moves_the_head_once_and_tells_listeners_and_other_processes(
+        store, home, tmp_path):
+    heard = []
+    store.subscribe(lambda sid, old, new: heard.append((sid, old, new)))
+    t = Transcript(tmp_path / f"{SESSION}.jsonl")
+    _conversation(t)
+    _import(store, home, t.write())
+    assert heard == [(SID, None, "a2")]
+    logged = "".join(p.read_text() for p in (store.root / ".scriptorium" / "events").glob("*.jsonl"))
+    assert f'"session_id": "{SID}"' in logged.replace('":"', '": "') and '"a2"' in logged

@@ -125,6 +125,7 @@ class BulkAppender:
         try:
             if self._count or self._head_set or self._meta_extra:
                 self._flush(events)
+                self.store._log_moves(events)  # under the lock, like every other head move
         finally:
             fl.release()
             tl.release()
@@ -230,11 +231,3 @@ class BulkAppender:
         for key in ("head_id", "id"):
             fields.pop(key, None)
         self._meta_extra.update(fields)
-
-    def checkpoint(self) -> None:
-        """Publish what is written so far (durable nodes, then meta) and keep the lock."""
-        events: list = []
-        if self._count or self._head_set or self._meta_extra:
-            self._flush(events)
-        self._old_head = self.head
-        self.store._announce(events)
