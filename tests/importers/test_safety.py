@@ -123,3 +123,16 @@ def test_an_unknown_kind_and_a_missing_path_are_clear_errors(store, home, tmp_pa
     bad.write_text(json.dumps({"not": "an array"}))
     report = import_sources(store, home, "chatgpt", [bad]).files[0]
     assert "not a JSON array" in report.errors[0]
+
+
+def test_a_corrupt_bookkeeping_file_is_a_clear_error_and_is_left_alone(store, home, tmp_path):
+    from scriptorium.errors import CorruptFile
+
+    (home / "imports").mkdir()
+    db = home / "imports" / "state.sqlite"
+    db.write_bytes(b"not a database at all, just bytes" * 100)
+    t = Transcript(tmp_path / f"{SESSION}.jsonl")
+    t.user("u1", None, "hi")
+    with pytest.raises(CorruptFile, match="state.sqlite"):
+        import_sources(store, home, "claude-code", [t.write()])
+    assert db.read_bytes().startswith(b"not a database")
