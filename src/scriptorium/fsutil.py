@@ -11,21 +11,30 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any
 
-from .errors import ConcurrentUpdate, InvalidInput
+from .errors import ConcurrentUpdate, CorruptFile, InvalidInput
 
 _FORBIDDEN_IN_NAMES = ("/", "\\", "\x00")
+MAX_NAME_BYTES = 255  # one path component on every common filesystem
+
+
+def _shown(value: str, limit: int = 60) -> str:
+    """``repr`` of a value for a one-line error, cut short when it is long."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} chars)"
 
 
 def check_name(value: object, what: str = "id") -> str:
     """Return ``value`` if it is safe as one path component, else raise InvalidInput.
 
-    Refuses non-strings, the empty string, ``.``, ``..`` and anything containing ``/``,
-    ``\\`` or NUL: ids from users or from data must never escape their directory.
+    Refuses non-strings, the empty string, ``.``, ``..``, anything containing ``/``, ``\\``
+    or NUL, text that is not valid Unicode, and names longer than one file name may be
+    (255 bytes of UTF-8): ids from users or from data must never escape their directory.
     """
     if not isinstance(value, str):
         raise InvalidInput(f"invalid {what}: expected a string, got {type(value).__name__}")
@@ -33,8 +42,57 @@ def check_name(value: object, what: str = "id") -> str:
         raise InvalidInput(f"invalid {what} {value!r}: must not be empty, '.' or '..'")
     for ch in _FORBIDDEN_IN_NAMES:
         if ch in value:
-            raise InvalidInput(f"invalid {what} {value!r}: must not contain {ch!r}")
+            raise InvalidInput(f"invalid {what} {_shown(value)}: must not contain {ch!r}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"invalid {what} {_shown(value)}: not valid Unicode") from None
+    if size > MAX_NAME_BYTES:
+        raise InvalidInput(f"invalid {what} {_shown(value)}: {size} bytes long, at most "
+                           f"{MAX_NAME_BYTES} fit in a file name")
     return value
+
+
+def name_key(name: str) -> str:
+    """The form under which two names are the same file on a case-insensitive or
+    normalising filesystem (macOS, Windows): NFC, then casefold."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def check_text(value: object, what: str = "text") -> None:
+    """Refuse text a node file or an archive frame cannot hold faithfully: a NUL byte or a
+    lone surrogate, in a string or anywhere inside a JSON-like value."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise InvalidInput(f"invalid {what}: contains a NUL byte")
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidInput(f"invalid {what}: not valid Unicode (a lone surrogate)") \
+                    from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+
+
+def refuse_symlink(path: Path | str, what: str = "path") -> None:
+    """Raise InvalidInput when ``path`` is a symlink: we never write through one."""
+    if os.path.islink(path):
+        raise InvalidInput(f"refusing to write through symlink {what} {path}")
+
+
+def refuse_symlinks_under(root: Path | str, path: Path | str) -> None:
+    """Refuse ``path`` when it, or any directory between ``root`` and it, is a symlink
+    (``root`` itself may be one: a home may live anywhere)."""
+    root_s, cur = os.path.abspath(root), os.path.abspath(path)
+    while cur != root_s and cur.startswith(root_s + os.sep):
+        refuse_symlink(cur)
+        cur = os.path.dirname(cur)
 
 
 def safe_join(root: Path, relpath: str, what: str = "path") -> Path:
@@ -69,6 +127,8 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: b
     """Replace ``path`` with ``data`` atomically (temp file, then rename). The temp file goes
     in ``tmp_dir`` when given (it must be on the same filesystem), else next to ``path``."""
     path = Path(path)
+    refuse_symlink(path)
+    refuse_symlink(path.parent, "directory")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
                                dir=tmp_dir if tmp_dir is not None else path.parent)
     try:
@@ -118,6 +178,24 @@ def regular_files(root: Path, base: Path, suffix: str = "") -> list[str]:
     return sorted(out)
 
 
+def open_lock_file(path: Path) -> int:
+    """Open (creating) a lock file for ``flock``; a symlink or a non-file there is refused
+    with one line naming the path (never followed, never a traceback)."""
+    refuse_symlink(path.parent, "directory")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidInput(f"refusing to lock through symlink {path}") from None
+        if exc.errno in (errno.EISDIR, errno.ENXIO, errno.ENOTDIR):
+            raise CorruptFile(f"lock file {path} is not a regular file; remove it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CorruptFile(f"lock file {path} is not a regular file; remove it")
+    return fd
+
+
 class FileLock:
     """An exclusive cross-process lock on a file (``flock``), with an optional timeout.
 
@@ -140,7 +218,7 @@ class FileLock:
             self._depth += 1
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock_file(self.path)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         try:
             while True:

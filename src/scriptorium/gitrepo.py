@@ -2,22 +2,56 @@
 
 Repos are initialised lazily with a repo-local identity, so no global git config is needed,
 and committing is skipped when nothing is staged.
+
+Every git call is pinned to its own repository (``GIT_DIR``/``GIT_WORK_TREE`` set, and
+``GIT_CEILING_DIRECTORIES`` above it), so a damaged ``.git`` makes git fail instead of
+discovering whatever repository encloses the home and staging unrelated files there. A repo
+is created in a temporary directory and renamed to ``.git`` once complete, so a process killed
+during ``git init`` leaves no half-made ``.git``; one found anyway (an older version, a copy) is
+re-created when it holds no history and refused with :class:`GitDamaged` when it does.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import ScriptoriumError
+from .errors import CorruptFile, ScriptoriumError
+from .faults import fault_point
 
-_ENV_KEEP_OUT = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+# Variables that would point git somewhere else than the repository we name.
+_ENV_KEEP_OUT = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                 "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+                 "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+INIT_PREFIX = ".git-init-"  # a repository being created, renamed to .git when complete
 
 
 class GitUnavailable(ScriptoriumError):
     code = "GIT_UNAVAILABLE"
+
+
+class GitDamaged(CorruptFile):
+    """A ``.git`` that is not a usable repository and holds history we must not discard."""
+
+    code = "GIT_DAMAGED"
+
+
+def _has_history(gitdir: Path) -> bool:
+    """Does a (possibly damaged) git directory hold any object or ref worth keeping?"""
+    if (gitdir / "packed-refs").is_file():
+        return True
+    for sub in ("objects", "refs"):
+        base = gitdir / sub
+        if not base.is_dir():
+            continue
+        for _dirpath, _dirnames, filenames in os.walk(base):
+            if filenames:
+                return True
+    return False
 
 
 class GitRepo:
@@ -28,11 +62,21 @@ class GitRepo:
         self.name = name
         self.email = email
 
-    def _run(self, args: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    @property
+    def gitdir(self) -> Path:
+        return self.path / ".git"
+
+    def _run(self, args: Sequence[str], check: bool = True,
+             gitdir: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """Run git on this repository only: never one found by searching upward."""
         env = {k: v for k, v in os.environ.items() if k not in _ENV_KEEP_OUT}
         env.setdefault("GIT_CONFIG_NOSYSTEM", "1")
+        work_tree = os.path.abspath(self.path)
+        env["GIT_DIR"] = str(gitdir if gitdir is not None else self.gitdir.absolute())
+        env["GIT_WORK_TREE"] = work_tree
+        env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(work_tree)
         try:
-            proc = subprocess.run(["git", *args], cwd=self.path, env=env, text=True,
+            proc = subprocess.run(["git", *args], cwd=work_tree, env=env, text=True,
                                   capture_output=True)
         except FileNotFoundError:
             raise GitUnavailable("git is not installed; it is needed for history") from None
@@ -44,30 +88,79 @@ class GitRepo:
 
     @property
     def exists(self) -> bool:
-        return (self.path / ".git").exists()
+        return os.path.lexists(self.gitdir)
+
+    def problem(self) -> str | None:
+        """Why ``.git`` is not a usable repository (None when it looks like one, or is
+        missing). A cheap structural check, the one git itself makes to accept a directory:
+        a real directory (not a symlink or a ``gitdir:`` file pointing elsewhere) with HEAD,
+        objects/ and refs/."""
+        gitdir = self.gitdir
+        if not os.path.lexists(gitdir):
+            return None
+        if gitdir.is_symlink():
+            return f"{gitdir} is a symlink"
+        if not gitdir.is_dir():
+            return f"{gitdir} is not a directory"
+        if not (gitdir / "HEAD").is_file():
+            return f"{gitdir} has no HEAD"
+        for sub in ("objects", "refs"):
+            if not (gitdir / sub).is_dir():
+                return f"{gitdir} has no {sub}/"
+        return None
 
     def ensure(self, exclude: Iterable[str] = (), initial_message: str = "init",
                include_existing: bool = True) -> bool:
-        """Initialise the repo if missing; return True when it was created now.
+        """Make sure a usable repo exists; return True when it was created now.
 
-        The initial commit holds the files already there (``include_existing``), or is empty
-        so that the change which triggered the init gets a commit of its own."""
-        if self.exists:
+        A missing repo is created; a damaged one is created anew when it holds no history
+        (a ``git init`` killed half-way), else :class:`GitDamaged` is raised. The initial
+        commit holds the files already there (``include_existing``), or is empty so that the
+        change which triggered the init gets a commit of its own."""
+        self._clear_stale_inits()
+        problem = self.problem()
+        if self.exists and problem is None:
             return False
+        if problem is not None:
+            gitdir = self.gitdir
+            if gitdir.is_dir() and not gitdir.is_symlink() and not _has_history(gitdir):
+                shutil.rmtree(gitdir)  # nothing to keep: an init that never finished
+            else:
+                raise GitDamaged(f"git history {problem}; it is not a usable repository and "
+                                 f"may hold history, so it is left alone (move it aside to "
+                                 f"start a new history)")
         self.path.mkdir(parents=True, exist_ok=True)
-        self._run(["init", "-q", "--initial-branch=main"])
-        self._run(["config", "user.name", self.name])
-        self._run(["config", "user.email", self.email])
-        self._run(["config", "commit.gpgsign", "false"])
-        lines = list(exclude)
-        if lines:
-            info = self.path / ".git" / "info"
+        tmp = self.path / f"{INIT_PREFIX}{uuid.uuid4().hex[:8]}"
+        try:
+            self._run(["init", "-q", "--initial-branch=main"], gitdir=tmp)
+            for key, value in (("user.name", self.name), ("user.email", self.email),
+                               ("commit.gpgsign", "false")):
+                self._run(["config", key, value], gitdir=tmp)
+            info = tmp / "info"
             info.mkdir(parents=True, exist_ok=True)
             with open(info / "exclude", "a", encoding="utf-8") as fh:
-                fh.write("\n".join(lines) + "\n")
-        self.commit_all(initial_message, paths=None if include_existing else [],
-                        allow_empty=True)
+                fh.write("\n".join([f"/{INIT_PREFIX}*", *exclude]) + "\n")
+            fault_point("git-init")
+            if include_existing:
+                self._run(["add", "-A"], gitdir=tmp)
+            self._run(["commit", "-q", "--no-verify", "--allow-empty", "-m", initial_message],
+                      gitdir=tmp)
+            os.rename(tmp, self.gitdir)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return True
+
+    def _clear_stale_inits(self) -> None:
+        """Remove repositories a process killed during :meth:`ensure` left half-made (callers
+        serialise every command on a repo, so none is being made now)."""
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return
+        for name in names:
+            if name.startswith(INIT_PREFIX):
+                shutil.rmtree(self.path / name, ignore_errors=True)
 
     def clear_stale_locks(self) -> list[str]:
         """Remove the lock files a git process killed mid-command leaves behind (index, HEAD,
@@ -94,6 +187,9 @@ class GitRepo:
                    allow_empty: bool = False) -> str | None:
         """Stage everything (or ``paths``) and commit; None when nothing changed. A lock a
         killed git left behind is cleared first (see :meth:`clear_stale_locks`)."""
+        problem = self.problem()
+        if problem is not None or not self.exists:
+            raise GitDamaged(f"cannot commit: {problem or f'{self.gitdir} is missing'}")
         self.clear_stale_locks()
         if paths is None:
             self._run(["add", "-A"])
@@ -112,7 +208,7 @@ class GitRepo:
         return self._run(["rev-parse", "HEAD"]).stdout.strip()
 
     def log(self, limit: int = 50) -> list[dict]:
-        if not self.exists:
+        if not self.exists or self.problem() is not None:
             return []
         out = self._run(["log", f"-{limit}", "--format=%H%x00%ct%x00%s"], check=False)
         rows = []

@@ -91,7 +91,11 @@ def command(group: click.Group, name: str | None = None, **kwargs: Any) -> Calla
 
 
 def output(app: App, data: Any, human: Callable[[Any], str] | str | None = None) -> None:
-    """Print ``data`` as JSON under ``--json``, else as the human rendering."""
+    """Print ``data`` as JSON under ``--json``, else as the human rendering. Warnings (a
+    ``warnings`` list in ``data`` or in its ``sessions`` rows) also go to stderr, one line
+    each, so a shell user sees them."""
+    for warning in _warnings(data):
+        click.echo(f"warning: {warning}", err=True)
     if app.as_json:
         click.echo(json.dumps(data, ensure_ascii=False, sort_keys=False, default=str))
         return
@@ -103,6 +107,16 @@ def output(app: App, data: Any, human: Callable[[Any], str] | str | None = None)
             click.echo(text)
     else:
         click.echo(human)
+
+
+def _warnings(data: Any) -> list[str]:
+    if not isinstance(data, dict):
+        return []
+    found = list(data.get("warnings") or [])
+    for row in data.get("sessions") or []:
+        if isinstance(row, dict):
+            found += [f"{row.get('session_id')}: {w}" for w in row.get("warnings") or []]
+    return found
 
 
 def fail(message: str, exit_code: int = 1) -> None:

@@ -46,16 +46,23 @@ def new_cmd(app: App, sid: str | None, title: str) -> None:
 def add_cmd(app: App, sid: str, role: str, text: str, node_id: str | None,
             after: str | None) -> None:
     """Append a message to an existing session SID (default: after the head)."""
-    store = app.store()
     msg: dict[str, Any] = {"role": role, "content": text}
     if node_id is not None:
         msg["id"] = node_id
-    if after is not None:
-        nid = store.append_after(sid, after, msg)
-    else:
-        nid = store.append_message(sid, msg)
-    data = {"node_id": nid, "head_id": store.head(sid)}
-    output(app, data, lambda d: f"{d['node_id']} (head {d['head_id']})")
+    added = app.store().add(sid, msg, after=after)
+    data: dict[str, Any] = {"node_id": added.node_id, "head_id": added.head_id}
+    if not added.created:
+        data["created"] = False
+        data["note"] = f"node {added.node_id} is already stored with this text; nothing added"
+    if added.warnings:
+        data["warnings"] = added.warnings
+    output(app, data, _added_human)
+
+
+def _added_human(d: dict) -> str:
+    lines = [f"{d['node_id']} (head {d['head_id']})"]
+    lines += [d["note"]] if "note" in d else []
+    return "\n".join(lines)
 
 
 @command(session, "show")

@@ -108,11 +108,7 @@ class Transaction:
         self.closed = False
         with workspace.lock():
             workspace.recover()
-            if not workspace.git.exists:
-                from .workspace import GIT_EXCLUDE
-
-                workspace.git.ensure(exclude=GIT_EXCLUDE,
-                                     initial_message="memory: initialize history")
+            workspace.ensure_git()  # damaged history: the install's commit will warn
             self.base_revision = workspace.revision()
             self.committed = _read_tree(workspace.root)
             self.stage.mkdir(mode=0o700, parents=True)
@@ -365,7 +361,8 @@ class _Plan:
         try:
             result.commit = ws.git.commit_all(message, paths=["topics", "sources"])
         except ScriptoriumError as exc:
-            result.warnings.append(f"git commit failed (the install stands): {exc}")
+            result.warnings.append(
+                f"memory history not committed ({exc.code}; the install stands): {exc}")
         fault_point("git-committed")
         done_install(ws)
         return result

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..errors import ConcurrentUpdate
-from ..fsutil import FileLock, atomic_write_text, regular_files
-from ..gitrepo import GitRepo
+from ..fsutil import FileLock, atomic_write_text, refuse_symlink, regular_files
+from ..gitrepo import GitDamaged, GitRepo
 from .sources import SourceArchive
 from .topics import Block, TopicDoc, parse_topic_bytes
 
@@ -186,23 +186,45 @@ class Workspace:
         """Open (and with ``create`` lay out) the workspace at ``root``; finish or roll back an
         install a crash interrupted; with ``create``, start the git history lazily."""
         ws = cls(Path(root))
+        ws.check_layout()
         if create:
             for path in (ws.root, ws.topics_dir, ws.sources_dir, ws.runtime_dir):
                 path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        needs_git = create and not ws.git.exists
+        needs_git = create and ws.git_needs_init()
         journal = ws.journal_path.exists()
         if needs_git or journal or (create and ws._has_stages()):
             try:
                 with ws.lock(timeout=OPEN_LOCK_TIMEOUT if needs_git else 0.2):
                     ws.recover()
-                    if create and not ws.git.exists:
-                        ws.git.ensure(exclude=GIT_EXCLUDE,
-                                      initial_message="memory: initialize history")
+                    if create:
+                        ws.ensure_git()
             except ConcurrentUpdate:
                 if needs_git:
                     raise
                 # others may go on: the lock holder recovers before it installs anything
         return ws
+
+    def git_needs_init(self) -> bool:
+        """Is the history missing, or a ``.git`` that is not a usable repository?"""
+        return not self.git.exists or self.git.problem() is not None
+
+    def ensure_git(self) -> str | None:
+        """Start (or re-create, when it holds no history) the workspace's git history; the
+        reason it cannot be used when it is damaged and holds history (caller holds the lock).
+        A broken history never stops memory: installs stand and each reports a warning."""
+        if not self.git_needs_init():
+            return None
+        try:
+            self.git.ensure(exclude=GIT_EXCLUDE, initial_message="memory: initialize history")
+        except GitDamaged as exc:
+            return str(exc)
+        return None
+
+    def check_layout(self) -> None:
+        """Refuse a workspace whose ``topics/``, ``sources/`` or runtime directory is a
+        symlink: everything we write must stay inside the workspace."""
+        for path in (self.topics_dir, self.sources_dir, self.runtime_dir):
+            refuse_symlink(path, "workspace directory")
 
     def _has_stages(self) -> bool:
         try:
@@ -252,6 +274,7 @@ class Workspace:
     def lock(self, timeout: float | None = 1.0) -> Iterator[None]:
         """Hold ``<runtime>/write.lock``: exclusive across processes and threads, re-entrant in
         the thread that holds it. Busy after ``timeout`` ⇒ ConcurrentUpdate (retryable)."""
+        self.check_layout()
         self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock = _process_lock(self.runtime_dir / "write.lock")
         lock.acquire(timeout)

@@ -47,6 +47,7 @@ class StepResult:
     changed_files: list[str] = field(default_factory=list)
     failure: Failure | None = None
     note: str = ""
+    warnings: list[str] = field(default_factory=list)  # e.g. the history was not committed
 
 
 @dataclass
@@ -66,11 +67,17 @@ class SessionResult:
     def changed_files(self) -> list[str]:
         return sorted({f for step in self.steps for f in step.changed_files})
 
+    @property
+    def warnings(self) -> list[str]:
+        return list(dict.fromkeys(w for step in self.steps for w in step.warnings))
+
     def to_dict(self) -> dict[str, Any]:
+        warnings = self.warnings
         return {"session_id": self.session_id, "batches": len(self.steps),
                 "marked": self.marked, "changed_files": self.changed_files,
                 "failure": self.failure.to_dict() if self.failure else None,
-                **({"note": self.note} if self.note else {})}
+                **({"note": self.note} if self.note else {}),
+                **({"warnings": warnings} if warnings else {})}
 
 
 class Memory:
@@ -168,6 +175,7 @@ class Memory:
                     refs=refs, purpose="write",
                     message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)
+                step.warnings = list(result.warnings)
                 if not step.changed_files:
                     if not all(ref in cited for ref in refs):
                         step.failure = Failure(

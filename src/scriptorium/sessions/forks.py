@@ -128,9 +128,12 @@ class ForkOps:
                 new_head = None
             self._move_head(op, new_head)
             if self.git:
-                self._commit(op, "rewind")
-            return {"new_head_id": new_head, "nodes_rewound": stamped,
-                    "user_text": target.text() if target.role == "user" else ""}
+                self._commit(op, "rewind", soft=True)
+            out = {"new_head_id": new_head, "nodes_rewound": stamped,
+                   "user_text": target.text() if target.role == "user" else ""}
+            if op.warnings:
+                out["warnings"] = list(op.warnings)
+            return out
 
     def spawn(self: "SessionStore", sid: str, caller: str, text: str, *,
               node_id: str | None = None, register_head: bool = False,

@@ -43,11 +43,37 @@ HeadListener = Callable[[str, "str | None", "str | None"], None]
 
 @dataclass
 class _Op:
-    """One locked write: the fresh index, head-move events to announce after unlocking."""
+    """One locked write: the fresh index, head-move events to announce after unlocking, and
+    what went wrong after the write was already durable (a git commit that failed)."""
 
     sid: str
     idx: SessionIndex
     events: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Added:
+    """What :meth:`SessionStore.add` did. ``created`` is False for the identical retry of an
+    append that is already stored; ``warnings`` name what failed after the node was durable
+    (the per-turn git commit: the turn is stored, its history is not)."""
+
+    node_id: str
+    head_id: str | None
+    created: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check_same(sid: str, existing: Node, node: Node, named_predecessor: bool) -> None:
+    """An explicit id that is already stored must be the identical retry, not new content."""
+    differs = [what for what, a, b in (("role", existing.role, node.role),
+                                       ("text", existing.output, node.output))
+               if a != b]
+    if named_predecessor and existing.predecessor != node.predecessor:
+        differs.append("predecessor")
+    if differs:
+        raise InvalidInput(f"session {sid}: node id {node.id} already exists with a different "
+                           f"{' and '.join(differs)}; choose another --id")
 
 
 class SessionStore(ForkOps):
@@ -268,13 +294,41 @@ class SessionStore(ForkOps):
 
     def append_message(self, sid: str, msg: dict, *, commit: bool | None = None) -> str:
         """Append one message as a node; idempotent by id. ``commit=None`` commits a git turn
-        when the node completes one (a chain-level assistant reply to a user turn)."""
+        when the node completes one (a chain-level assistant reply to a user turn). A failed
+        commit does not undo the stored node: it is logged (see :meth:`add` to receive it)."""
+        return self._add(sid, msg, None, commit, strict=False).node_id
+
+    def add(self, sid: str, msg: dict, *, after: str | None = None,
+            commit: bool | None = None) -> Added:
+        """Append ``msg`` (after the head, or as a fork after ``after``) and say what happened.
+
+        Unlike :meth:`append_message`, an id that is already stored with a different role or
+        text is refused (InvalidInput); the identical retry adds nothing (``created`` False)
+        and commits the history a failed commit left behind."""
+        return self._add(sid, msg, after, commit, strict=True)
+
+    def _add(self, sid: str, msg: dict, after: str | None, commit: bool | None, *,
+             strict: bool) -> Added:
+        if after is not None:
+            check_name(after, "node id")
+            msg = dict(msg, predecessor=after)
         with self._writing(sid) as op:
-            node, _ = node_from_message(msg, default_predecessor=op.idx.head or ROOT)
-            created = self._append_locked(op, node)
-            if created:
-                self._maybe_commit(op, node, commit)
-            return node.id
+            if after is not None and after != ROOT and after not in op.idx.nodes:
+                raise NodeNotFound(f"node {after} not found in session {sid}")
+            node, named = node_from_message(
+                msg, default_predecessor=after or op.idx.head or ROOT)
+            existing = op.idx.nodes.get(node.id)
+            if strict and existing is not None:
+                _check_same(sid, existing, node, named)
+            created = self._append_locked(op, node, advance=after is None)
+            if after is not None:
+                self._move_head(op, node.id)
+            if created or strict:
+                self._maybe_commit(op, op.idx.nodes[node.id], commit)
+            head = op.idx.head
+        for warning in op.warnings:
+            log.warning("%s", warning)
+        return Added(node.id, head, created, op.warnings)
 
     def bulk(self, sid: str) -> "BulkAppender":
         """Many appends to ``sid`` under one lock, streamed to disk (importers): see
@@ -295,17 +349,7 @@ class SessionStore(ForkOps):
 
     def append_after(self, sid: str, after: str, msg: dict, *, commit: bool | None = None) -> str:
         """Append ``msg`` as a child of ``after`` and make it the head (a fork)."""
-        check_name(after, "node id")
-        msg = dict(msg, predecessor=after)
-        with self._writing(sid) as op:
-            if after != ROOT and after not in op.idx.nodes:
-                raise NodeNotFound(f"node {after} not found in session {sid}")
-            node, _ = node_from_message(msg, default_predecessor=after)
-            created = self._append_locked(op, node, advance=False)
-            self._move_head(op, node.id)
-            if created:
-                self._maybe_commit(op, node, commit)
-            return node.id
+        return self._add(sid, msg, after, commit, strict=False).node_id
 
     def _append_locked(self, op: _Op, node: Node, *, advance: bool = True) -> bool:
         """Validate and write ``node`` (lock held, index fresh); False if the id exists.
@@ -509,13 +553,23 @@ class SessionStore(ForkOps):
         with self._writing(sid) as op:
             return self._commit(op, message)
 
-    def _commit(self, op: _Op, message: str) -> str | None:
+    def _commit(self, op: _Op, message: str, *, soft: bool = False) -> str | None:
+        """Commit the session dir. ``soft``: the change is already durable, so a failure is
+        recorded in ``op.warnings`` (the history is behind, nothing is lost) instead of
+        raised, and the next commit takes the change in."""
         sdir = op.idx.dir
-        if not (sdir / ".gitignore").exists():
-            atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
-        repo = GitRepo(sdir)
-        repo.ensure(initial_message="session init", include_existing=False)
-        return repo.commit_all(message)
+        try:
+            if not (sdir / ".gitignore").exists():
+                atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
+            repo = GitRepo(sdir)
+            repo.ensure(initial_message="session init", include_existing=False)
+            return repo.commit_all(message)
+        except ScriptoriumError as exc:
+            if not soft:
+                raise
+            op.warnings.append(f"session {op.sid}: stored, but history was not committed "
+                               f"({exc.code}: {exc})")
+            return None
 
     def _maybe_commit(self, op: _Op, node: Node, commit: bool | None) -> str | None:
         if commit is False or (commit is None and not self.git):
@@ -525,7 +579,7 @@ class SessionStore(ForkOps):
             return None
         text = (user or node).text().strip()
         first = text.splitlines()[0][:60] if text else node.id
-        return self._commit(op, f"turn: {first}")
+        return self._commit(op, f"turn: {first}", soft=True)
 
     @staticmethod
     def _turn_user(idx: SessionIndex, node: Node) -> Node | None:
