@@ -153,7 +153,9 @@ _LOCKS_GUARD = threading.Lock()
 
 
 def _process_lock(path: Path) -> _ProcessLock:
-    key = (os.getpid(), os.path.realpath(path))  # a forked child gets its own lock object
+    # a forked child gets its own lock object; the file name itself is not resolved, so a
+    # symlinked lock file is refused by FileLock instead of followed
+    key = (os.getpid(), os.path.join(os.path.realpath(path.parent), path.name))
     with _LOCKS_GUARD:
         lock = _LOCKS.get(key)
         if lock is None:

@@ -84,6 +84,9 @@ class FileRow:
         return mtime + window >= self.checked_ns
 
 
+_SUFFIXES = ("", "-wal", "-shm", "-journal")  # the index file and SQLite's companions
+
+
 def fingerprint(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
@@ -188,6 +191,10 @@ class SearchIndex:
 
     def _open(self) -> sqlite3.Connection:
         self.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if any(os.path.islink(str(self.path) + suffix) for suffix in _SUFFIXES):
+            # SQLite would write through it; the index is derived, so replace the link
+            log.warning("search index %s is a symlink; replacing it with a new index", self.path)
+            self._remove_files()
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                check_same_thread=False)
         try:
@@ -270,7 +277,7 @@ class SearchIndex:
             self._files, self._data_version = {}, None
 
     def _remove_files(self) -> None:
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        for suffix in _SUFFIXES:
             try:
                 os.unlink(str(self.path) + suffix)
             except FileNotFoundError:
