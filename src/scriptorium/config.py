@@ -7,6 +7,7 @@ overridden by explicit values (CLI flags or library arguments).
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import InvalidInput
+
+log = logging.getLogger(__name__)
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
@@ -78,6 +81,31 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         raise InvalidInput(f"invalid setting {name}={value!r} in {origin}") from None
 
 
+def _check_keys(data: dict, path: Path) -> None:
+    """An unknown key in a section we own is an error naming it (a typo would otherwise be
+    ignored for good); an unknown section is left to whatever owns it, with a warning."""
+    known_sections = {section.split(".")[0] for section, _ in _TOML_KEYS}
+    for section, body in data.items():
+        if not isinstance(body, dict):
+            raise InvalidInput(f"unknown setting {section!r} in {path} (settings live in "
+                               f"sections: {', '.join(sorted(known_sections))})")
+        if section not in known_sections:
+            log.warning("warning: %s: section [%s] is not a scriptorium setting; ignored",
+                        path, section)
+            continue
+        for key, value in body.items():
+            sub = f"{section}.{key}"
+            if isinstance(value, dict) and any(s == sub for s, _ in _TOML_KEYS):
+                tables = [(sub, inner) for inner in value]
+            else:
+                tables = [(section, key)]
+            for where, name in tables:
+                if (where, name) not in _TOML_KEYS:
+                    known = ", ".join(k for s, k in _TOML_KEYS if s == where)
+                    raise InvalidInput(f"unknown setting [{where}] {name} in {path} "
+                                       f"(known: {known})")
+
+
 def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
                   environ: Mapping[str, str] | None = None) -> Settings:
     """Settings for ``home``: file, then environment, then ``overrides`` (None values skipped)."""
@@ -89,6 +117,7 @@ def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise InvalidInput(f"cannot read {path}: {exc}") from None
+        _check_keys(data, path)
         for (section, key), name in _TOML_KEYS.items():
             node: Any = data
             for part in section.split("."):

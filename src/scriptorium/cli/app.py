@@ -17,7 +17,7 @@ from typing import Any, Callable
 import click
 
 from ..config import Settings, load_settings, resolve_home
-from ..errors import ScriptoriumError
+from ..errors import NotFound, ScriptoriumError
 
 
 class App:
@@ -26,6 +26,12 @@ class App:
     def __init__(self, home: str | None):
         self.home: Path = resolve_home(home)
         self.as_json = False
+
+    def require_home(self) -> None:
+        """Refuse a home that does not exist (read-only commands must not create one)."""
+        if not self.home.is_dir():
+            raise NotFound(f"no scriptorium home at {self.home} (check --home or "
+                           f"$SCRIPTORIUM_HOME)")
 
     def settings(self, **overrides: Any) -> Settings:
         return load_settings(self.home, overrides)

@@ -45,6 +45,7 @@ def status_cmd(app: App, session_ids: tuple[str, ...]) -> None:
     from ..memory.status import memory_status
     from ..memory.writing import Memory
 
+    app.require_home()
     memory_ = Memory(app.home, settings=app.settings(), workspace=_open_workspace(app))
     output(app, memory_status(memory_, list(session_ids)), _human_status)
 
@@ -65,4 +66,5 @@ def show_cmd(app: App, ref: str) -> None:
     footnotes."""
     from ..memory.status import show
 
+    app.require_home()
     output(app, show(_open_workspace(app), ref), _human_show)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..errors import ScriptoriumError
+from ..errors import NotFound, ScriptoriumError
 from .app import App, command, memory, output
 
 
@@ -78,6 +78,7 @@ def follow_cmd(app: App, source_id: str) -> None:
     from ..memory.search import follow
     from ..memory.workspace import Workspace
 
+    app.require_home()
     root = app.home / "memory"
     ws = Workspace(root)  # reading the archive needs no layout, lock or history
     data = follow(ws, source_id)
@@ -92,6 +93,10 @@ def follow_cmd(app: App, source_id: str) -> None:
             if node is not None:
                 data["in_session_store"] = True
                 data["turn"] = node.to_message(data["session_id"])
+    if not data["archived"]:
+        where = (" (the turn is in the session store: memory has not written it yet)"
+                 if data.get("in_session_store") else "")
+        raise NotFound(f"source {source_id} is not in the evidence archive{where}")
 
     def human(d: dict[str, Any]) -> str:
         head = (f"session {d['session_id']}, turn {d['node_id']}" if d["session_id"]

@@ -7,11 +7,55 @@ and ``list`` require the session to exist.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from pathlib import Path
+from typing import Any, Callable
 
 import click
 
+from ..errors import InvalidInput
 from .app import App, command, output, session
+
+
+def text_input(what: str) -> Callable:
+    """Add ``--text TEXT`` (``-`` reads standard input) and ``--text-file PATH`` to a command;
+    it receives ``text``, refused when missing, given twice, unreadable or blank."""
+
+    def decorate(fn: Callable) -> Callable:
+        @click.option("--text", "text", default=None,
+                      help=f"{what[0].upper()}{what[1:]} (`-` reads standard input).")
+        @click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path),
+                      default=None, help=f"Read {what} from this UTF-8 file.")
+        @functools.wraps(fn)
+        def wrapper(*args: Any, text: str | None, text_file: Path | None, **kw: Any) -> Any:
+            return fn(*args, text=read_text(text, text_file, what), **kw)
+
+        return wrapper
+
+    return decorate
+
+
+def read_text(text: str | None, text_file: Path | None, what: str) -> str:
+    """The text of ``--text``/``--text-file``: exactly one, valid UTF-8, not blank."""
+    if (text is None) == (text_file is None):
+        raise InvalidInput(f"give {what} with exactly one of --text or --text-file")
+    if text_file is not None:
+        try:
+            text = text_file.read_bytes().decode("utf-8")
+        except OSError as exc:
+            raise InvalidInput(f"cannot read --text-file {text_file}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise InvalidInput(f"--text-file {text_file} is not valid UTF-8") from None
+    elif text == "-":
+        data = click.get_binary_stream("stdin").read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("standard input is not valid UTF-8") from None
+    assert text is not None
+    if not text.strip():
+        raise InvalidInput(f"{what} is empty or only whitespace")
+    return text
 
 
 def _short(text: Any, width: int = 70) -> str:
@@ -39,7 +83,7 @@ def new_cmd(app: App, sid: str | None, title: str) -> None:
 @command(session, "add")
 @click.argument("sid")
 @click.option("--role", type=click.Choice(["user", "assistant"]), required=True)
-@click.option("--text", required=True, help="The message text.")
+@text_input("the message text")
 @click.option("--id", "node_id", default=None, help="Node id (default: 12 random hex).")
 @click.option("--after", default=None,
               help="Fork: the new node follows NODE (not the head) and becomes the head.")
@@ -117,7 +161,7 @@ def rewind_cmd(app: App, sid: str, node: str) -> None:
 @command(session, "spawn")
 @click.argument("sid")
 @click.option("--caller", required=True, help="The node that spawns the sub-agent.")
-@click.option("--text", required=True, help="The sub-agent's first message.")
+@text_input("the sub-agent's first message")
 @click.option("--id", "node_id", default=None)
 @click.option("--caller-session", default=None,
               help="The caller lives in this other session (cross-session spawn).")
@@ -133,7 +177,7 @@ def spawn_cmd(app: App, sid: str, caller: str, text: str, node_id: str | None,
 @command(session, "retry")
 @click.argument("sid")
 @click.argument("reply")
-@click.option("--text", required=True, help="The new reply.")
+@text_input("the new reply")
 @click.option("--id", "node_id", default=None)
 def retry_cmd(app: App, sid: str, reply: str, text: str, node_id: str | None) -> None:
     """Add a new sibling of assistant reply REPLY; it becomes the head."""
@@ -144,7 +188,7 @@ def retry_cmd(app: App, sid: str, reply: str, text: str, node_id: str | None) ->
 @command(session, "edit")
 @click.argument("sid")
 @click.argument("node")
-@click.option("--text", required=True, help="The edited user message.")
+@text_input("the edited user message")
 @click.option("--id", "node_id", default=None)
 def edit_cmd(app: App, sid: str, node: str, text: str, node_id: str | None) -> None:
     """Add an edited sibling of user message NODE; it becomes the head."""
@@ -156,7 +200,7 @@ def edit_cmd(app: App, sid: str, node: str, text: str, node_id: str | None) -> N
 @click.argument("sid")
 @click.option("--covers", "covers", multiple=True, required=True,
               help="A covered node id, in chain order (repeat the option).")
-@click.option("--text", required=True, help="The summary text.")
+@text_input("the summary text")
 @click.option("--id", "node_id", default=None)
 def compact_cmd(app: App, sid: str, covers: tuple[str, ...], text: str,
                 node_id: str | None) -> None:

@@ -25,6 +25,7 @@ from ..faults import fault_point
 from ..redact import redact
 from ..timefmt import epoch as _epoch
 from ..sessions import SessionStore
+from ..sessions.node import ROOT
 from . import search
 from .citations import cited_sources
 from .failures import Failure, classify
@@ -338,7 +339,7 @@ class Memory:
         head = self.store.head(session_id)
         branches = []
         for tip in self.live_tips(session_id):
-            if tip is None:
+            if tip is None or tip == ROOT:  # rewound to the start: no branch yet
                 continue
             pending = self.pending(session_id, tip)
             branches.append({"tip": tip, "head": tip == head, "pending_turns": len(pending),

@@ -12,9 +12,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
-from ..fsutil import check_name
+from ..fsutil import check_name, check_text
 from . import walks
-from .errors import NodeNotFound
+from .errors import NodeNotFound, SessionNotFound
 from .node import ROOT, SUMMARY_NAME, Node, new_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,6 +26,7 @@ SUMMARY_PREFIX = "[Previous conversation summary]\n"
 def _text(text: Any, what: str) -> str:
     if not isinstance(text, str):
         raise InvalidInput(f"invalid {what}: expected a string, got {type(text).__name__}")
+    check_text(text, what)
     return text
 
 
@@ -122,10 +123,10 @@ class ForkOps:
                     stamped.append(node.id)
             for nid in stamped:
                 self._rewrite_metadata_locked(op, nid, {"rewound": True, "rewound_at": now})
+            # As the reference: the head goes to the target's predecessor, which for a first
+            # turn is the seeded ROOT node (null only when the session has no ROOT node).
             pred = target.predecessor
-            new_head = pred if pred and pred != ROOT and pred in idx.nodes else None
-            if new_head is not None and idx.nodes[new_head].is_root:
-                new_head = None
+            new_head = pred if pred and pred in idx.nodes else None
             self._move_head(op, new_head)
             if self.git:
                 self._commit(op, "rewind", soft=True)
@@ -150,6 +151,9 @@ class ForkOps:
         md: dict[str, Any] = {"source": "agent_spawn", "spawn_branch_root": True}
         if caller_session is not None:
             check_name(caller_session, "caller session id")
+            if not self.exists(caller_session):
+                raise SessionNotFound(f"caller session {caller_session} not found under "
+                                      f"{self.root}")
             md["caller_session"] = caller_session
         with self._writing(sid) as op:
             if caller_session is None:

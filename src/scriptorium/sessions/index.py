@@ -98,6 +98,9 @@ class SessionIndex:
                 it = os.scandir(self.hist)
             except FileNotFoundError:
                 it = None
+            except NotADirectoryError:
+                raise CorruptFile(f"session {self.sid}: {self.hist} is not a directory "
+                                  f"(move it aside to open the session)") from None
             if it is not None:
                 with it:
                     for entry in it:

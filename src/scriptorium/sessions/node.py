@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptFile, InvalidInput
-from ..fsutil import check_name
+from ..fsutil import check_name, check_text
 
 ROOT = "ROOT"
 CHAIN_CALLERS = ("", ROOT)
@@ -215,6 +215,8 @@ def node_from_message(msg: dict, *, default_predecessor: str | None) -> tuple[No
         check_name(pred, "predecessor id")
 
     content = msg["content"] if "content" in msg else msg.get("output", "")
+    check_text(content, f"content of node {node_id}")
+    check_text(metadata, f"metadata of node {node_id}")
     name = msg.get("name") or msg.get("token_model") or msg.get("function") or ""
     created = msg.get("created_at") or msg.get("timestamp") or time.time()
     if not isinstance(created, (int, float)) or isinstance(created, bool):

@@ -18,10 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
+from urllib.parse import quote
 
 from ..errors import CorruptFile, InvalidInput, ScriptoriumError
 from ..faults import fault_point
-from ..fsutil import FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text, check_name
+from ..fsutil import (MAX_NAME_BYTES, FileLock, atomic_write_bytes, atomic_write_json,
+                      atomic_write_text, check_name, check_text, name_key)
 from ..gitrepo import GitRepo
 from . import walks
 from .errors import AppendRefused, HeadRefused, NodeNotFound, SessionNotFound
@@ -62,6 +64,12 @@ class Added:
     head_id: str | None
     created: bool
     warnings: list[str] = field(default_factory=list)
+
+
+def _empty(idx: SessionIndex, tip: str | None) -> bool:
+    """No branch to walk: no head, or a head on ``ROOT`` (a session rewound to its start by
+    the reference, which writes the sentinel even when no ROOT node was seeded)."""
+    return tip is None or (tip == ROOT and (ROOT not in idx.nodes or idx.nodes[ROOT].is_root))
 
 
 def _check_same(sid: str, existing: Node, node: Node, named_predecessor: bool) -> None:
@@ -189,9 +197,12 @@ class SessionStore(ForkOps):
         sdir = self._dir(sid)
         if not isinstance(title, str):
             raise InvalidInput(f"invalid title for session {sid}: expected a string")
+        check_text(title, f"title of session {sid}")
         if sdir.is_symlink() or (sdir.exists() and not sdir.is_dir()):
             raise InvalidInput(f"session path {sdir} exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
+        if not sdir.exists():
+            self._check_new_id(sid)
         sdir.mkdir(exist_ok=True)
         tl, fl = self._locks(sid)
         with tl, fl:
@@ -210,6 +221,28 @@ class SessionStore(ForkOps):
                 atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
             self._write_meta(idx, meta)
         return sid
+
+    def _check_new_id(self, sid: str) -> None:
+        """The rule for a new session id (DESIGN §3, README "Session ids"): it must fit,
+        percent-encoded, in one file name (memory archives a session's turns under
+        ``<pct(id)>.md``), and no existing session id may equal it under case folding and
+        Unicode normalisation: on macOS and Windows the two would be one directory, and
+        memory could never archive both."""
+        encoded = len(quote(sid, safe="")) + len(".md")
+        if encoded > MAX_NAME_BYTES:
+            raise InvalidInput(f"invalid session id {sid[:40]!r}…: too long once "
+                               f"percent-encoded for memory's archive ({encoded} bytes, at "
+                               f"most {MAX_NAME_BYTES})")
+        key = name_key(sid)
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name != sid and name_key(name) == key and self.exists(name):
+                raise InvalidInput(f"session id {sid!r} differs from existing session "
+                                   f"{name!r} only by case or Unicode normalisation; "
+                                   f"choose another id")
 
     def list_sessions(self) -> list[dict]:
         """One row per session, newest ``updated_at`` first. A session whose meta.json is
@@ -344,7 +377,8 @@ class SessionStore(ForkOps):
             check_name(head, "node id")
         with self._reading(sid) as idx:
             tip = head if head is not None else idx.head
-            msgs = [] if tip is None else [n.to_message(sid) for n in walks.branch(idx, sid, tip)]
+            msgs = [] if _empty(idx, tip) else [n.to_message(sid)
+                                                for n in walks.branch(idx, sid, tip)]
             return {"session_id": sid, "head_id": idx.head, "tip": tip, "messages": msgs}
 
     def append_after(self, sid: str, after: str, msg: dict, *, commit: bool | None = None) -> str:
@@ -440,7 +474,7 @@ class SessionStore(ForkOps):
             check_name(head, "node id")
         with self._reading(sid) as idx:
             h = head if head is not None else idx.head
-            if h is None:
+            if _empty(idx, h):
                 return []
             return [n.to_message(sid) for n in walks.branch(idx, sid, h)]
 
@@ -458,7 +492,7 @@ class SessionStore(ForkOps):
             check_name(head, "node id")
         with self._reading(sid) as idx:
             h = head if head is not None else idx.head
-            if h is None:
+            if _empty(idx, h):
                 return [], None
             tail: list[dict] = []
             for node in walks.walk_back(idx, sid, h):
@@ -477,7 +511,8 @@ class SessionStore(ForkOps):
         with self._reading(sid) as idx:
             head = idx.head
             found = walks.tips(idx)
-            if head is not None and head in idx.nodes and all(n.id != head for n in found):
+            if (head is not None and head in idx.nodes and not idx.nodes[head].is_root
+                    and all(n.id != head for n in found)):
                 found.append(idx.nodes[head])
             branches = idx.meta.get("branches") if isinstance(idx.meta.get("branches"), dict) else {}
             rows = []

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
+from ...errors import ScriptoriumError
 from ..sources import SourceArchive, parse_v2, read_legacy, read_text
 from ..topics import parse_topic
 from .documents import Document, claim_documents, frame_documents, logical_path
@@ -68,6 +69,14 @@ CREATE TABLE IF NOT EXISTS vectors(
 """
 
 SPEAKER_SEP = "\x1f"
+
+
+class SearchIndexUnavailable(ScriptoriumError):
+    """The index cannot be opened or written (a full disk, a path that is not a file)."""
+
+    code = "SEARCH_INDEX_UNAVAILABLE"
+    retryable = True
+    exit_code = 5
 
 
 @dataclass(frozen=True)
@@ -309,6 +318,12 @@ class SearchIndex:
             except OSError:
                 continue
             for entry in entries:
+                try:
+                    entry.name.encode("utf-8")
+                except UnicodeEncodeError:  # not a name a topic path or a link can hold
+                    log.warning("search skips %s: its name is not valid UTF-8",
+                                os.fsencode(entry.path))
+                    continue
                 try:
                     if entry.is_symlink():
                         continue

@@ -16,7 +16,7 @@ from ...errors import InvalidInput
 from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
-from .index import SPEAKER_SEP, SearchIndex
+from .index import SPEAKER_SEP, SearchIndex, SearchIndexUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -292,11 +292,18 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
 
     index = SearchIndex.of(workspace)
     try:
-        ranked = _run(index, method, query, match, filters, top_k, include_sources, embedder)
-    except sqlite3.DatabaseError as exc:  # damaged under us: it is derived, so rebuild once
-        log.warning("search index %s unusable (%s); rebuilding", index.path, exc)
-        index.discard()
-        ranked = _run(index, method, query, match, filters, top_k, include_sources, embedder)
+        try:
+            ranked = _run(index, method, query, match, filters, top_k, include_sources,
+                          embedder)
+        except sqlite3.DatabaseError as exc:  # damaged under us: it is derived, so rebuild once
+            log.warning("search index %s unusable (%s); rebuilding", index.path, exc)
+            index.discard()
+            ranked = _run(index, method, query, match, filters, top_k, include_sources,
+                          embedder)
+    except (sqlite3.Error, OSError) as exc:  # a full disk, an unwritable or odd index path
+        raise SearchIndexUnavailable(
+            f"search index {index.path} cannot be used ({type(exc).__name__}: {exc}); "
+            f"free disk space, or remove that path so it is rebuilt") from None
     return [_hit(row, score) for row, score in ranked]
 
 
