@@ -7,7 +7,6 @@ overridden by explicit values (CLI flags or library arguments).
 
 from __future__ import annotations
 
-import logging
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -15,8 +14,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import InvalidInput
-
-log = logging.getLogger(__name__)
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
@@ -44,6 +41,7 @@ class Settings:
     llm_max_turns: int = 20
     llm_timeout_seconds: float = 60.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # what config.toml holds that is not ours (ignored)
 
 
 # config.toml section/key -> Settings field
@@ -81,17 +79,17 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         raise InvalidInput(f"invalid setting {name}={value!r} in {origin}") from None
 
 
-def _check_keys(data: dict, path: Path) -> None:
+def _check_keys(data: dict, path: Path) -> list[str]:
     """An unknown key in a section we own is an error naming it (a typo would otherwise be
     ignored for good); an unknown section is left to whatever owns it, with a warning."""
+    warnings = []
     known_sections = {section.split(".")[0] for section, _ in _TOML_KEYS}
     for section, body in data.items():
         if not isinstance(body, dict):
             raise InvalidInput(f"unknown setting {section!r} in {path} (settings live in "
                                f"sections: {', '.join(sorted(known_sections))})")
         if section not in known_sections:
-            log.warning("warning: %s: section [%s] is not a scriptorium setting; ignored",
-                        path, section)
+            warnings.append(f"{path}: section [{section}] is not a scriptorium setting; ignored")
             continue
         for key, value in body.items():
             sub = f"{section}.{key}"
@@ -104,6 +102,7 @@ def _check_keys(data: dict, path: Path) -> None:
                     known = ", ".join(k for s, k in _TOML_KEYS if s == where)
                     raise InvalidInput(f"unknown setting [{where}] {name} in {path} "
                                        f"(known: {known})")
+    return warnings
 
 
 def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
@@ -117,7 +116,7 @@ def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise InvalidInput(f"cannot read {path}: {exc}") from None
-        _check_keys(data, path)
+        values["warnings"] = tuple(_check_keys(data, path))
         for (section, key), name in _TOML_KEYS.items():
             node: Any = data
             for part in section.split("."):
@@ -126,7 +125,7 @@ def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
                 values[name] = _coerce(name, node[key], str(path))
     for f in fields(Settings):
         env_name = "SCRIPTORIUM_" + f.name.upper()
-        if f.name != "extra" and env_name in environ:
+        if f.name not in ("extra", "warnings") and env_name in environ:
             values[f.name] = _coerce(f.name, environ[env_name], env_name)
     for name, value in (overrides or {}).items():
         if value is not None:

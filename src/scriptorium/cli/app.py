@@ -26,6 +26,7 @@ class App:
     def __init__(self, home: str | None):
         self.home: Path = resolve_home(home)
         self.as_json = False
+        self._warned: set[str] = set()
 
     def require_home(self) -> None:
         """Refuse a home that does not exist (read-only commands must not create one)."""
@@ -34,7 +35,12 @@ class App:
                            f"$SCRIPTORIUM_HOME)")
 
     def settings(self, **overrides: Any) -> Settings:
-        return load_settings(self.home, overrides)
+        settings = load_settings(self.home, overrides)
+        for warning in settings.warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                click.echo(f"warning: {warning}", err=True)
+        return settings
 
     def store(self):
         from ..sessions import SessionStore

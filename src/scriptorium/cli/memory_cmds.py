@@ -30,6 +30,8 @@ def _human_status(d: dict[str, Any]) -> str:
                      "migrates them; until then whole sessions show as pending")
     for session in d.get("sessions", []):
         lines.append(f"session {session['session_id']}:")
+        if session.get("error"):
+            lines.append(f"  cannot be read: {session['error']}")
         for b in session["branches"]:
             mark = "*" if b["head"] else " "
             lines.append(f"  {mark} {b['tip']}: {b['pending_turns']} pending turn(s), "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, NotFound, ScriptoriumError
 from ..fsutil import regular_files, safe_join
 from .topics import BLOCK_ID_RE, Block, Evidence, TopicDoc, render_block, render_evidence
 from .workspace import Workspace
@@ -123,5 +123,13 @@ def memory_status(memory: Any, session_ids: list[str] | None = None) -> dict[str
         if not memory.store.exists(sid):
             raise NotFound(f"unknown session {sid!r}")
     data["migration_pending"] = has_cursors(memory.workspace)
-    data["sessions"] = [memory.session_status(sid) for sid in ids]
+    data["sessions"] = [_session_status(memory, sid) for sid in ids]
     return data
+
+
+def _session_status(memory: Any, sid: str) -> dict[str, Any]:
+    """One session's row; a session that cannot be read is reported, not fatal to the rest."""
+    try:
+        return memory.session_status(sid)
+    except ScriptoriumError as exc:
+        return {"session_id": sid, "branches": [], "error": str(exc), "reason_code": exc.code}
