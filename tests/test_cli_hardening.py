@@ -215,9 +215,12 @@ def test_a_spawn_naming_an_unknown_caller_session_is_refused(cli):
 
 def test_following_a_source_that_is_not_archived_is_not_found(cli):
     chat(cli)
-    err = one_line_error(cli("memory", "follow", "openprogram/s/u1"), 3)
-    assert "not in the evidence archive" in err and "not written it yet" in err
-    one_line_error(cli("memory", "follow", "openprogram/s/unknown-node"), 3)
+    for unknown in ("openprogram/s/unknown-node", "openprogram/nosession/n1", "other/t/m"):
+        assert "neither in the evidence archive" in one_line_error(
+            cli("memory", "follow", unknown), 3)
+    pending = cli("memory", "follow", "openprogram/s/u1", "--json")  # stored, not yet written
+    assert pending.exit_code == 0 and "warning: " in pending.stderr
+    assert "not written this turn yet" in json.loads(pending.stdout)["warnings"][0]
     cli.json("memory", "write", "s", "--force")
     assert cli.json("memory", "follow", "openprogram/s/u1")["archived"] is True
 

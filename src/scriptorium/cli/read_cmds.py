@@ -94,9 +94,11 @@ def follow_cmd(app: App, source_id: str) -> None:
                 data["in_session_store"] = True
                 data["turn"] = node.to_message(data["session_id"])
     if not data["archived"]:
-        where = (" (the turn is in the session store: memory has not written it yet)"
-                 if data.get("in_session_store") else "")
-        raise NotFound(f"source {source_id} is not in the evidence archive{where}")
+        if not data.get("in_session_store"):
+            raise NotFound(f"source {source_id} is neither in the evidence archive nor in the "
+                           f"session store")
+        data["warnings"] = [f"source {source_id} is not in the evidence archive: memory has "
+                            f"not written this turn yet"]
 
     def human(d: dict[str, Any]) -> str:
         head = (f"session {d['session_id']}, turn {d['node_id']}" if d["session_id"]
