@@ -7,7 +7,8 @@ callable(step) instead (for example one raising to simulate a crash). Unset, a f
 one environment lookup.
 
 Steps: the write path's ``after-archive``, ``writer-ran``, ``before-mark``, ``mid-mark``,
-``after-mark``; the transaction's install steps (see memory/transaction.py).
+``after-mark``; the transaction's install steps (see memory/transaction.py); ``git-init``,
+inside the first ``git init`` of a session or workspace history (see gitrepo.py).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ turn, forks, rewind, spawn, compaction, the metadata-merge path marks use, head-
 
 from .errors import (AppendRefused, BrokenChain, HeadRefused, NodeNotFound,  # noqa: F401
                      SessionNotFound)
+from .checks import Added  # noqa: F401
 from .node import ROOT, Node  # noqa: F401
 from .store import SessionStore  # noqa: F401
 
 __all__ = ["SessionStore", "Node", "ROOT", "SessionNotFound", "NodeNotFound", "AppendRefused",
-           "HeadRefused", "BrokenChain"]
+           "HeadRefused", "BrokenChain", "Added"]

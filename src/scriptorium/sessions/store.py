@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
-from urllib.parse import quote
 
 from ..errors import CorruptFile, InvalidInput, ScriptoriumError
 from ..faults import fault_point
-from ..fsutil import (MAX_NAME_BYTES, FileLock, atomic_write_bytes, atomic_write_json,
-                      atomic_write_text, check_name, check_text, name_key)
+from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text,
+                      check_name, check_text)
 from ..gitrepo import GitRepo
 from . import walks
+from .checks import Added, check_new_session_id, check_same
 from .errors import AppendRefused, HeadRefused, NodeNotFound, SessionNotFound
 from .events import RESERVED_SESSION_ID, HeadMoveLog
 from .forks import ForkOps
@@ -52,36 +52,6 @@ class _Op:
     idx: SessionIndex
     events: list[tuple[str, str | None, str | None]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Added:
-    """What :meth:`SessionStore.add` did. ``created`` is False for the identical retry of an
-    append that is already stored; ``warnings`` name what failed after the node was durable
-    (the per-turn git commit: the turn is stored, its history is not)."""
-
-    node_id: str
-    head_id: str | None
-    created: bool
-    warnings: list[str] = field(default_factory=list)
-
-
-def _empty(idx: SessionIndex, tip: str | None) -> bool:
-    """No branch to walk: no head, or a head on ``ROOT`` (a session rewound to its start by
-    the reference, which writes the sentinel even when no ROOT node was seeded)."""
-    return tip is None or (tip == ROOT and (ROOT not in idx.nodes or idx.nodes[ROOT].is_root))
-
-
-def _check_same(sid: str, existing: Node, node: Node, named_predecessor: bool) -> None:
-    """An explicit id that is already stored must be the identical retry, not new content."""
-    differs = [what for what, a, b in (("role", existing.role, node.role),
-                                       ("text", existing.output, node.output))
-               if a != b]
-    if named_predecessor and existing.predecessor != node.predecessor:
-        differs.append("predecessor")
-    if differs:
-        raise InvalidInput(f"session {sid}: node id {node.id} already exists with a different "
-                           f"{' and '.join(differs)}; choose another --id")
 
 
 class SessionStore(ForkOps):
@@ -202,7 +172,7 @@ class SessionStore(ForkOps):
             raise InvalidInput(f"session path {sdir} exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
         if not sdir.exists():
-            self._check_new_id(sid)
+            check_new_session_id(self.root, sid, self.exists)
         sdir.mkdir(exist_ok=True)
         tl, fl = self._locks(sid)
         with tl, fl:
@@ -221,28 +191,6 @@ class SessionStore(ForkOps):
                 atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
             self._write_meta(idx, meta)
         return sid
-
-    def _check_new_id(self, sid: str) -> None:
-        """The rule for a new session id (DESIGN §3, README "Session ids"): it must fit,
-        percent-encoded, in one file name (memory archives a session's turns under
-        ``<pct(id)>.md``), and no existing session id may equal it under case folding and
-        Unicode normalisation: on macOS and Windows the two would be one directory, and
-        memory could never archive both."""
-        encoded = len(quote(sid, safe="")) + len(".md")
-        if encoded > MAX_NAME_BYTES:
-            raise InvalidInput(f"invalid session id {sid[:40]!r}…: too long once "
-                               f"percent-encoded for memory's archive ({encoded} bytes, at "
-                               f"most {MAX_NAME_BYTES})")
-        key = name_key(sid)
-        try:
-            names = os.listdir(self.root)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if name != sid and name_key(name) == key and self.exists(name):
-                raise InvalidInput(f"session id {sid!r} differs from existing session "
-                                   f"{name!r} only by case or Unicode normalisation; "
-                                   f"choose another id")
 
     def list_sessions(self) -> list[dict]:
         """One row per session, newest ``updated_at`` first. A session whose meta.json is
@@ -352,7 +300,7 @@ class SessionStore(ForkOps):
                 msg, default_predecessor=after or op.idx.head or ROOT)
             existing = op.idx.nodes.get(node.id)
             if strict and existing is not None:
-                _check_same(sid, existing, node, named)
+                check_same(sid, existing, node, named)
             created = self._append_locked(op, node, advance=after is None)
             if after is not None:
                 self._move_head(op, node.id)
@@ -377,8 +325,8 @@ class SessionStore(ForkOps):
             check_name(head, "node id")
         with self._reading(sid) as idx:
             tip = head if head is not None else idx.head
-            msgs = [] if _empty(idx, tip) else [n.to_message(sid)
-                                                for n in walks.branch(idx, sid, tip)]
+            msgs = [] if walks.empty_tip(idx, tip) else [
+                n.to_message(sid) for n in walks.branch(idx, sid, tip)]
             return {"session_id": sid, "head_id": idx.head, "tip": tip, "messages": msgs}
 
     def append_after(self, sid: str, after: str, msg: dict, *, commit: bool | None = None) -> str:
@@ -474,7 +422,7 @@ class SessionStore(ForkOps):
             check_name(head, "node id")
         with self._reading(sid) as idx:
             h = head if head is not None else idx.head
-            if _empty(idx, h):
+            if walks.empty_tip(idx, h):
                 return []
             return [n.to_message(sid) for n in walks.branch(idx, sid, h)]
 
@@ -492,7 +440,7 @@ class SessionStore(ForkOps):
             check_name(head, "node id")
         with self._reading(sid) as idx:
             h = head if head is not None else idx.head
-            if _empty(idx, h):
+            if walks.empty_tip(idx, h):
                 return [], None
             tail: list[dict] = []
             for node in walks.walk_back(idx, sid, h):

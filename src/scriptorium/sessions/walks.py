@@ -13,6 +13,12 @@ from .index import SessionIndex
 from .node import ROOT, Node
 
 
+def empty_tip(idx: SessionIndex, tip: str | None) -> bool:
+    """No branch to walk from ``tip``: none, or ``ROOT`` (a session rewound to its start; the
+    reference writes the sentinel even when no ROOT node was seeded)."""
+    return tip is None or (tip == ROOT and (ROOT not in idx.nodes or idx.nodes[ROOT].is_root))
+
+
 def legal_start(idx: SessionIndex, node: Node) -> bool:
     """May a walk end at ``node`` although it has no predecessor? (reference §3.3)"""
     if node.is_spawn_root or node.is_root or not node.conversational:
