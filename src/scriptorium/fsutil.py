@@ -86,6 +86,19 @@ def refuse_symlink(path: Path | str, what: str = "path") -> None:
         raise InvalidInput(f"refusing to write through symlink {what} {path}")
 
 
+def safe_join(root: Path, relpath: str, what: str = "path") -> Path:
+    """Join ``relpath`` under ``root`` and refuse anything that would land outside it."""
+    if not isinstance(relpath, str) or relpath == "" or "\x00" in relpath:
+        raise InvalidInput(f"invalid {what} {relpath!r}")
+    if os.path.isabs(relpath) or relpath.startswith("\\"):
+        raise InvalidInput(f"invalid {what} {relpath!r}: must be relative")
+    root_real = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(root_real, relpath))
+    if target != root_real and not target.startswith(root_real + os.sep):
+        raise InvalidInput(f"invalid {what} {relpath!r}: escapes {root}")
+    return Path(target)
+
+
 def fsync_dir(path: Path) -> None:
     """Flush a directory entry so a rename survives power loss."""
     try:

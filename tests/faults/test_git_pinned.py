@@ -106,6 +106,10 @@ def test_a_broken_memory_git_warns_in_the_write_output_and_never_escapes(outer):
     assert any("GIT_DAMAGED" in w for w in row["warnings"])
     human = scriptorium(home, "memory", "write", "s", "--force")
     assert human.returncode == 0
+    status = scriptorium(home, "memory", "status", "--json")
+    assert any("memory history is not recorded" in w
+               for w in json.loads(status.stdout)["warnings"])
+    assert "warning: memory history is not recorded" in status.stderr
     assert_untouched(outer)
 
 

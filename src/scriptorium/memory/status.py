@@ -27,6 +27,9 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
     frames = list(ws.sources.iter_frames())
     problems = [{"path": p.path, "line": p.line, "message": p.what}
                 for doc in docs for p in doc.problems[:1]]
+    history = ws.git.problem()
+    warnings = [f"memory history is not recorded: {history} (the next write re-creates it "
+                f"when it holds no history; otherwise move it aside)"] if history else []
     return {
         "workspace_id": ws.workspace_id,
         "revision": ws.revision(),
@@ -39,6 +42,7 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
         },
         "invalid_topics": problems,
         "interrupted_install": ws.journal_path.exists(),
+        **({"warnings": warnings} if warnings else {}),
     }
 
 
