@@ -29,7 +29,7 @@ BAD = re.compile(r"bad|invalid|refus|reject|corrupt|escape|unsafe|malformed|trun
                  r"noncanonical|off_schema|collid|broken|garbage|impossible|cycle|smuggle|dotdot|"
                  r"padding|not_json|not_a_safe|not_a_chat|an_error|"
                  r"half_made|killed_during|named_by_the_environment|plain_file|is_a_directory|"
-                 r"non_utf8|blank|nul_or|not_archived|does_not_exist|unknown_caller|"
+                 r"non_utf8|nul_or|not_archived|does_not_exist|unknown_caller|"
                  r"colliding|too_long|existing_id|cannot_be_written|unknown_section|"
                  r"given_twice", re.I)
 # Names that match the words above but do not feed a bad input.
@@ -37,10 +37,10 @@ NOT_BAD = re.compile(r"test_verify_race|index_lives_in_the_runtime_dir", re.I)
 
 # (kind, label, pattern on the test name, pattern on its file); the first match wins.
 KINDS = [
-    ("git", "git histories (half-made, holding history, killed in `git init`, env-named)",
+    ("git", "git histories (half-made, holding history, killed in `git init`)",
      r"_git_|git_commit|git_init|repository", r"test_git_pinned"),
-    ("text", "message text (blank, NUL, lone surrogate, twice, unreadable or non-UTF-8 file)",
-     r"text|nul_or|lone_surrogate", None),
+    ("text", "message text (blank, NUL, lone surrogate, bad `--text-file`)",
+     r"empty_or_blank|nul_or_a_lone|text_is_refused|different_text", None),
     ("runtime", "runtime.json and other state files (journal, config, node/meta files)",
      r"runtime|journal|state_file|workspace_id_file|setting|cursor|index_file|index_damaged|"
      r"node_file|meta_json|unreadable_session|config|search_index|write_lock|session_lock",
