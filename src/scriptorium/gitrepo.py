@@ -109,6 +109,15 @@ class GitRepo:
                 return f"{gitdir} has no {sub}/"
         return None
 
+    def repairable(self) -> bool:
+        """Is the repo missing, or a damaged ``.git`` that :meth:`ensure` may re-create
+        because it holds nothing worth keeping?"""
+        if not self.exists:
+            return True
+        gitdir = self.gitdir
+        return (self.problem() is not None and gitdir.is_dir() and not gitdir.is_symlink()
+                and not _has_history(gitdir))
+
     def ensure(self, exclude: Iterable[str] = (), initial_message: str = "init",
                include_existing: bool = True) -> bool:
         """Make sure a usable repo exists; return True when it was created now.
@@ -122,9 +131,8 @@ class GitRepo:
         if self.exists and problem is None:
             return False
         if problem is not None:
-            gitdir = self.gitdir
-            if gitdir.is_dir() and not gitdir.is_symlink() and not _has_history(gitdir):
-                shutil.rmtree(gitdir)  # nothing to keep: an init that never finished
+            if self.repairable():
+                shutil.rmtree(self.gitdir)  # nothing to keep: an init that never finished
             else:
                 raise GitDamaged(f"git history {problem}; it is not a usable repository and "
                                  f"may hold history, so it is left alone (move it aside to "

@@ -207,20 +207,20 @@ class Workspace:
         return ws
 
     def git_needs_init(self) -> bool:
-        """Is the history missing, or a ``.git`` that is not a usable repository?"""
-        return not self.git.exists or self.git.problem() is not None
+        """Is the history missing, or a half-made ``.git`` holding nothing to keep? (One that
+        holds history is left alone: every install then warns, see :meth:`ensure_git`.)"""
+        return self.git.repairable()
 
-    def ensure_git(self) -> str | None:
-        """Start (or re-create, when it holds no history) the workspace's git history; the
-        reason it cannot be used when it is damaged and holds history (caller holds the lock).
-        A broken history never stops memory: installs stand and each reports a warning."""
-        if not self.git_needs_init():
-            return None
-        try:
-            self.git.ensure(exclude=GIT_EXCLUDE, initial_message="memory: initialize history")
-        except GitDamaged as exc:
-            return str(exc)
-        return None
+    def ensure_git(self) -> None:
+        """Start (or re-create, when it holds no history) the workspace's git history (caller
+        holds the lock). A damaged history that holds commits is never discarded and never
+        stops memory: installs stand and each reports the failed commit as a warning."""
+        if self.git_needs_init():
+            try:
+                self.git.ensure(exclude=GIT_EXCLUDE,
+                                initial_message="memory: initialize history")
+            except GitDamaged:  # it changed under us; the install's commit reports it
+                pass
 
     def check_layout(self) -> None:
         """Refuse a workspace whose ``topics/``, ``sources/`` or runtime directory is a
