@@ -148,3 +148,17 @@ def test_a_reference_session_rewound_to_root_without_a_root_node_reads_as_empty(
     written.append_message("deploy", {"id": "d9", "role": "user", "content": "again"},
                            commit=False)
     assert [m["id"] for m in written.get_branch("deploy")] == ["d9"]
+
+
+def test_retry_edit_spawn_and_compact_with_an_existing_id_and_other_text_are_refused(store, chat):
+    chat(store, "s", "u1", "a1")
+    assert store.retry("s", "a1", "again", node_id="r1") == "r1"
+    assert store.retry("s", "a1", "again", node_id="r1") == "r1"  # the identical retry
+    attempts = [lambda: store.retry("s", "a1", "other", node_id="r1"),
+                lambda: store.edit("s", "u1", "other", node_id="a1"),
+                lambda: store.spawn("s", "a1", "other", node_id="u1"),
+                lambda: store.compact("s", ["u1", "a1"], "other", node_id="r1")]
+    for attempt in attempts:
+        with pytest.raises(InvalidInput, match="already exists with a different"):
+            attempt()
+    assert [n.id for n in store.get_nodes("s")] == ["u1", "a1", "r1"]

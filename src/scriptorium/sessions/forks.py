@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInput
 from ..fsutil import check_name, check_text
 from . import walks
+from .checks import check_same
 from .errors import NodeNotFound, SessionNotFound
 from .node import ROOT, SUMMARY_NAME, Node, new_id
 
@@ -37,6 +38,15 @@ def _get(op: "_Op", node_id: str) -> Node:
     return node
 
 
+def _append_new(store: "SessionStore", op: "_Op", node: Node) -> bool:
+    """Append ``node`` (head not advanced); False for the identical retry of a call with the
+    same explicit ``node_id``, InvalidInput when that id holds other content."""
+    existing = op.idx.nodes.get(node.id)
+    if existing is not None:
+        check_same(op.sid, existing, node, named_predecessor=True)
+    return store._append_locked(op, node, advance=False)
+
+
 class ForkOps:
     """Mixed into SessionStore; every method takes the session lock once."""
 
@@ -56,7 +66,7 @@ class ForkOps:
             node = Node(id=node_id or new_id(), created_at=time.time(), role="llm",
                         name=reply.name, output=text, caller=reply.caller,
                         predecessor=reply.predecessor, metadata=md)
-            created = self._append_locked(op, node, advance=False)
+            created = _append_new(self, op, node)
             self._move_head(op, node.id)
             if created:
                 self._maybe_commit(op, node, None)
@@ -84,7 +94,7 @@ class ForkOps:
                 pred = pred or ROOT
             node = Node(id=node_id or new_id(), created_at=time.time(), role="user",
                         output=text, caller=caller, predecessor=pred, metadata=md)
-            self._append_locked(op, node, advance=False)
+            _append_new(self, op, node)
             self._move_head(op, node.id)
             return node.id
 
@@ -160,7 +170,7 @@ class ForkOps:
                 _get(op, caller)
             node = Node(id=node_id or new_id(), created_at=time.time(), role="user",
                         output=text, caller=caller, predecessor=None, metadata=md)
-            self._append_locked(op, node, advance=False)
+            _append_new(self, op, node)
             if register_head:
                 self._move_head(op, node.id)
             return node.id
@@ -195,7 +205,7 @@ class ForkOps:
                         output=body, caller="", predecessor=first.predecessor,
                         metadata={"covers_ids": list(covers_ids), "compaction": True,
                                   "source": "compaction", "type": "compactionSummary"})
-            created = self._append_locked(op, node, advance=False)
+            created = _append_new(self, op, node)
             if created:
                 meta = self._meta_for_write(op.idx)
                 meta.update({"_last_summary_id": node.id, "_last_summary_text": text,
