@@ -105,20 +105,18 @@ def command(group: click.Group, name: str | None = None, **kwargs: Any) -> Calla
 def output(app: App, data: Any, human: Callable[[Any], str] | str | None = None) -> None:
     """Print ``data`` as JSON under ``--json``, else as the human rendering. Warnings (a
     ``warnings`` list in ``data`` or in its ``sessions`` rows) also go to stderr, one line
-    each, so a shell user sees them."""
-    for warning in _warnings(data):
-        click.echo(f"warning: {warning}", err=True)
+    each, unless the human rendering already shows them."""
     if app.as_json:
-        click.echo(json.dumps(data, ensure_ascii=False, sort_keys=False, default=str))
-        return
-    if human is None:
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-    elif callable(human):
-        text = human(data)
-        if text:
-            click.echo(text)
+        text = json.dumps(data, ensure_ascii=False, sort_keys=False, default=str)
+    elif human is None:
+        text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
     else:
-        click.echo(human)
+        text = human(data) if callable(human) else human
+    for warning in _warnings(data):
+        if app.as_json or warning not in text:
+            click.echo(f"warning: {warning}", err=True)
+    if text:
+        click.echo(text)
 
 
 def _warnings(data: Any) -> list[str]:
