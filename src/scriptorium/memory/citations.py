@@ -1,13 +1,16 @@
 """What memory's topics cite: the bridge from a topic block back to the turns it came from.
 
-Used by the write step (a redo after a crash is recognised when every turn of the batch is
+Answered from the topic catalog (kept current by every transaction, re-reading only files
+that changed). Used by the write step (a redo after a crash is recognised when every turn of the batch is
 already cited), by verify (marked but uncited turns) and by search (a hit's sources).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
+
+from .catalog import TopicCatalog
 
 if TYPE_CHECKING:  # pragma: no cover
     from .topics import Block, TopicDoc
@@ -31,13 +34,13 @@ def block_sources(workspace: "Workspace", doc: "TopicDoc", block: "Block") -> li
 def citation_map(workspace: "Workspace") -> dict[str, list[tuple[str, str]]]:
     """source id -> [(topic path, block id), …] over every committed topic."""
     out: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for doc in workspace.topic_docs():
-        for block in doc.blocks:
-            for source_id in block_sources(workspace, doc, block):
-                out[source_id].append((doc.path, block.id))
+    for path, block in TopicCatalog.of(workspace).refresh().blocks():
+        for source_id in block.refs:
+            out[source_id].append((path, block.id))
     return dict(out)
 
 
-def cited_sources(workspace: "Workspace") -> set[str]:
-    """Every source id some committed topic block cites."""
-    return set(citation_map(workspace))
+def cited_sources(workspace: "Workspace", among: Iterable[str] | None = None) -> set[str]:
+    """The source ids some committed topic block cites (only those in ``among`` when given:
+    a write asks about its batch, at the cost of the batch, not of all of memory)."""
+    return TopicCatalog.of(workspace).refresh().cited(among)

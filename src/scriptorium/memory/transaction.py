@@ -1,7 +1,10 @@
 """The whole-or-nothing topic transaction (memory reference §3.9).
 
-``Workspace.begin()`` stages a copy of ``topics/`` in the runtime dir; a writer edits
-``stage/topics/**.md`` and nothing else. ``commit()`` then, under the workspace write lock:
+``Workspace.begin()`` stages a copy of ``topics/`` in the runtime dir (reused between
+transactions, so only files that changed are copied: see scriptorium.memory.stage); a writer
+edits ``stage/topics/**.md`` and nothing else. What the committed tree holds (ids, citations,
+block links) comes from the topic catalog (scriptorium.memory.catalog), so a commit reads and
+parses only the files the writer changed. ``commit()`` then, under the workspace write lock:
 
 1. re-checks the revision (changed since ``begin`` ⇒ CONCURRENT_UPDATE, the only retryable
    rejection);
@@ -23,7 +26,6 @@ Crash points are named (``fault_point``) so tests can kill a real process in the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -35,7 +37,9 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import CorruptFile, ScriptoriumError
 from ..faults import fault_point
-from ..fsutil import atomic_write_json, fsync_dir, regular_files, safe_join
+from ..fsutil import atomic_write_json, fsync_dir, safe_join
+from .catalog import TopicCatalog
+from .stage import PARKED_PREFIX, StageError, checkout, park
 from .topics import (
     TopicDoc, TopicFormatError, normalize_topic, parse_topic, parse_topic_bytes,
     repoint_block_links, validate_tree,
@@ -70,9 +74,18 @@ class TransactionResult:
     changed_files: list[str] = field(default_factory=list)   # "topics/…", sorted
     created_blocks: list[str] = field(default_factory=list)
     removed_blocks: list[str] = field(default_factory=list)
-    revision: str = ""
     commit: str | None = None
     warnings: list[str] = field(default_factory=list)        # a failed hook or git commit
+    workspace: "Workspace | None" = field(default=None, repr=False, compare=False)
+    _revision: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def revision(self) -> str:
+        """The workspace revision after this transaction. It hashes every memory file, so it
+        is computed when first asked for, not on every write."""
+        if self._revision is None:
+            self._revision = self.workspace.revision() if self.workspace is not None else ""
+        return self._revision
 
     def to_dict(self) -> dict:
         return {"changed_files": self.changed_files, "created_blocks": self.created_blocks,
@@ -85,17 +98,8 @@ class TransactionResult:
 # -- the transaction ------------------------------------------------------------------------------
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _read_tree(root: Path) -> dict[str, bytes]:
-    """Regular files under ``root/topics`` as {"topics/…": bytes} (symlinks are not read)."""
-    return {rel: (root / rel).read_bytes() for rel in regular_files(root, root / "topics")}
-
-
 class Transaction:
-    """A staged copy of topics/ and the commit that installs it (see the module docstring)."""
+    """A stage of topics/ and the commit that installs it (see the module docstring)."""
 
     def __init__(self, workspace: "Workspace", allowed_sources: Iterable[str] = (),
                  purpose: str = "write"):
@@ -103,21 +107,16 @@ class Transaction:
         self.allowed_sources = frozenset(allowed_sources)
         self.purpose = purpose
         self.id = uuid.uuid4().hex[:12]
-        self.dir = workspace.runtime_dir / f"tx-{self.id}"
-        self.stage = self.dir / "stage"
         self.closed = False
+        self._settled = False
         with workspace.lock():
             workspace.recover()
             workspace.ensure_git()  # damaged history: the install's commit will warn
-            self.base_revision = workspace.revision()
-            self.committed = _read_tree(workspace.root)
-            self.stage.mkdir(mode=0o700, parents=True)
-            atomic_write_json(self.dir / "owner.json", {"pid": os.getpid(), "tx": self.id})
-            (self.stage / "topics").mkdir(mode=0o700)
-            for rel, data in self.committed.items():
-                target = self.stage / rel
-                target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                target.write_bytes(data)
+            self.catalog = TopicCatalog.of(workspace).refresh()
+            self.base = workspace.snapshot()
+            self._stage = checkout(workspace, self.catalog)
+        self.dir = self._stage.dir
+        self.stage = self._stage.root
 
     # -- context manager ------------------------------------------------------------------------
 
@@ -128,13 +127,25 @@ class Transaction:
         self.discard()
 
     def discard(self) -> None:
-        """Drop the stage; nothing is installed. Safe to call twice. A stage an interrupted
-        install still needs (the journal names it: its backups live there) is left for
-        recovery."""
-        self.closed = True
-        if _journal_dir(self.workspace) == self.dir.name:
+        """Drop the writer's edits; nothing is installed. Safe to call twice. The stage is
+        brought back to the committed files and kept for this process's next transaction;
+        a stage an interrupted install still needs (the journal names it: its backups live
+        there) is left for recovery."""
+        if self.closed:
             return
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.closed = True
+        ws = self.workspace
+        if _journal_dir(ws) == self.dir.name:
+            return
+        if not self._settled:
+            try:
+                edits = self._stage.changes()
+                self._stage.settle({rel: _read_or_none(ws.root / rel) for rel in edits})
+                self._settled = True
+            except (OSError, StageError):
+                pass
+        if not (self._settled and park(ws, self._stage)):
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- commit -------------------------------------------------------------------------------------
 
@@ -146,15 +157,17 @@ class Transaction:
         try:
             with ws.lock():
                 ws.recover()
-                if ws.revision() != self.base_revision:
+                if ws.moved_since(self.base):
                     raise TransactionError("workspace changed while the writer was running "
                                            "(revision moved); retry on a fresh stage",
                                            code="CONCURRENT_UPDATE")
                 plan = _Plan(self)
                 plan.build()
                 if not plan.writes:
-                    return TransactionResult(revision=self.base_revision)
+                    self._settle(plan)
+                    return TransactionResult(workspace=ws)
                 result = plan.install(message)
+                self._settle(plan)
         finally:
             self.discard()
         for hook in ws.install_hooks:
@@ -165,61 +178,76 @@ class Transaction:
                                        f"failed: {exc}")
         return result
 
+    def _settle(self, plan: "_Plan") -> None:
+        """Bring the stage to what is now committed (only the files this commit saw change)."""
+        try:
+            self._stage.settle(plan.after)
+            self._settled = True
+        except OSError:
+            pass
+
+
+class _Where(dict):
+    """The ``where`` mapping ``repoint_block_links`` reads, answered by a function."""
+
+    def __init__(self, fn: Callable[[str], str | None]):
+        super().__init__()
+        self.fn = fn
+
+    def get(self, key, default=None):  # type: ignore[override]
+        found = self.fn(key)
+        return default if found is None else found
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
 
 class _Plan:
-    """What one commit will install, computed and validated before anything moves."""
+    """What one commit will install, computed and validated before anything moves. It reads
+    only the files the writer changed (and files whose block links must follow a moved
+    block); everything else it needs about the committed tree comes from the catalog."""
 
     def __init__(self, tx: Transaction):
         self.tx = tx
         self.ws = tx.workspace
+        self.catalog = tx.catalog
         self.writes: dict[str, bytes | None] = {}   # "topics/…" -> new bytes, None = delete
+        self.docs: dict[str, TopicDoc | None] = {}  # parsed writes, for the catalog
+        self.after: dict[str, bytes | None] = {}    # what the stage must hold afterwards
         self.created: list[str] = []
         self.removed: list[str] = []
+        self._committed: dict[str, bytes | None] = {}
 
-    # -- reading the stage ----------------------------------------------------------------------
-
-    def _stage_files(self) -> dict[str, bytes]:
-        stage = self.tx.stage
-        if not (stage / "topics").is_dir() or (stage / "topics").is_symlink():
-            raise TransactionError("the stage's topics/ directory is gone; nothing installed",
-                                   code="READ_ONLY_PATH")
-        out: dict[str, bytes] = {}
-        for dirpath, dirnames, filenames in os.walk(stage, followlinks=False):
-            for name in list(dirnames) + filenames:
-                full = os.path.join(dirpath, name)
-                rel = os.path.relpath(full, stage).replace(os.sep, "/")
-                if rel != "topics" and not rel.startswith("topics/"):
-                    raise TransactionError(f"{rel}: only topics/ may be written (sources/ is "
-                                           "append-only and written by the runtime)",
-                                           code="READ_ONLY_PATH")
-                if os.path.islink(full):
-                    raise TransactionError(f"{rel}: symlinks may not be written into topics/",
-                                           code="READ_ONLY_PATH")
-            for name in filenames:
-                full = os.path.join(dirpath, name)
-                rel = os.path.relpath(full, stage).replace(os.sep, "/")
-                if not os.path.isfile(full):
-                    raise TransactionError(f"{rel}: not a regular file", code="READ_ONLY_PATH")
-                with open(full, "rb") as fh:
-                    out[rel] = fh.read()
-        return out
+    def committed(self, rel: str) -> bytes | None:
+        if rel not in self._committed:
+            self._committed[rel] = _read_or_none(self.ws.root / rel) \
+                if self.catalog.summary(rel) is not None else None
+        return self._committed[rel]
 
     # -- resolution ---------------------------------------------------------------------------------
 
-    def _make_resolver(self, committed_docs: list[TopicDoc]) -> Callable[[str, str], str | None]:
+    def _make_resolver(self) -> Callable[[str, str], str | None]:
         """Resolve a footnote target; a relative link made stale by moving a paragraph to
         another file is recovered from the committed file that held it."""
         arch = self.ws.sources
         by_target: dict[str, list[str]] = {}
-        for doc in committed_docs:
-            for ev in doc.evidence.values():
-                for link in ev.sources:
-                    by_target.setdefault(link.target, []).append(doc.path)
+
+        def committed_paths(target: str) -> list[str]:
+            if not by_target:  # built on the first miss only
+                for path, block in self.catalog.blocks():
+                    for each in block.targets:
+                        by_target.setdefault(each, []).append(path)
+                by_target.setdefault("", [])
+            return by_target.get(target, [])
 
         def resolve(path: str, target: str) -> str | None:
             found = arch.resolve_target(path, target)
             if found is None:
-                for old_path in by_target.get(target, []):
+                for old_path in committed_paths(target):
                     found = arch.resolve_target(old_path, target)
                     if found is not None:
                         break
@@ -230,28 +258,27 @@ class _Plan:
     # -- build + validate -----------------------------------------------------------------------
 
     def build(self) -> None:
-        tx, ws = self.tx, self.ws
-        staged = self._stage_files()
-        committed = tx.committed
-        committed_docs = [parse_topic_bytes(data, rel, strict=False)
-                          for rel, data in sorted(committed.items()) if rel.endswith(".md")]
-        committed_ids = {i for d in committed_docs for b in d.blocks for i in b.ids}
-        resolve = self._make_resolver(committed_docs)
+        tx, ws, catalog = self.tx, self.ws, self.catalog
+        try:
+            changes = tx._stage.changes()
+        except StageError as exc:
+            raise TransactionError(str(exc), code="READ_ONLY_PATH") from None
+        committed_ids = catalog.ids()
+        resolve = self._make_resolver()
         arch = ws.sources
 
-        final: dict[str, bytes] = dict(committed)
+        final: dict[str, bytes | None] = {}
         touched: set[str] = set()
         taken: set[str] = set()
-        for rel in sorted(set(staged) | set(committed)):
-            new = staged.get(rel)
-            if new == committed.get(rel):
+        for rel, new in changes.items():
+            if new == self.committed(rel):
                 continue
             if not rel.endswith(".md"):
                 raise TransactionError(f"{rel}: topics/ holds only .md topic files",
                                        code="READ_ONLY_PATH")
             touched.add(rel)
             if new is None:
-                final.pop(rel, None)
+                final[rel] = None
                 continue
             try:
                 text = new.decode("utf-8")
@@ -260,34 +287,42 @@ class _Plan:
                                        code="INVALID_TOPIC_FORMAT") from None
             out = normalize_topic(text, rel, committed_ids=committed_ids, resolve=resolve,
                                   link_for=arch.canonical_link, taken_ids=taken)
-            if out:
-                final[rel] = out.encode("utf-8")
-            else:
-                final.pop(rel, None)
+            final[rel] = out.encode("utf-8") if out else None
 
         docs: dict[str, TopicDoc] = {}
         try:
             for rel, data in sorted(final.items()):
-                if rel.endswith(".md"):
-                    docs[rel] = parse_topic_bytes(data, rel, strict=rel in touched)
-            # block links follow paragraphs that moved to another file
+                if data is not None:
+                    docs[rel] = parse_topic_bytes(data, rel, strict=True)
             where = {i: d.path for d in docs.values() for b in d.blocks for i in b.ids}
-            for rel, doc in list(docs.items()):
-                if any(where.get(bid, path) != path for b in doc.blocks for path, bid in b.links):
-                    text = repoint_block_links(final[rel].decode("utf-8"), rel, where)
-                    final[rel] = text.encode("utf-8")
-                    touched.add(rel)
-                    docs[rel] = parse_topic(text, rel)
-            validate_tree(docs.values())
+
+            def where_now(block_id: str) -> str | None:
+                if block_id in where:
+                    return where[block_id]
+                held = [p for p in catalog.paths_of(block_id) if p not in touched]
+                return held[0] if held else None
+
+            # block links follow paragraphs that moved to another file
+            linking = {rel for rel, path, bid, _ in catalog.links() if rel not in touched
+                       and where_now(bid) not in (None, path)}
+            linking |= {rel for rel, doc in docs.items() for b in doc.blocks
+                        for path, bid in b.links if where_now(bid) not in (None, path)}
+            for rel in sorted(linking):
+                data = final.get(rel) if rel in touched else self.committed(rel)
+                if data is None:
+                    continue
+                text = repoint_block_links(data.decode("utf-8", errors="replace"), rel,
+                                           _Where(where_now))
+                final[rel] = text.encode("utf-8")
+                touched.add(rel)
+                docs[rel] = parse_topic(text, rel)
+                for b in docs[rel].blocks:
+                    for i in b.ids:
+                        where[i] = rel
+            self._validate(docs, touched, where_now)
         except TopicFormatError as exc:
             raise TransactionError(str(exc), code="INVALID_TOPIC_FORMAT") from None
 
-        committed_refs: dict[str, set[str]] = {}
-        for doc in committed_docs:
-            for block in doc.blocks:
-                refs = self._refs(doc, block, resolve, strict=False)
-                for block_id in block.ids:
-                    committed_refs.setdefault(block_id, set()).update(refs)
         for rel in sorted(touched):
             doc = docs.get(rel)
             if doc is None:
@@ -296,7 +331,7 @@ class _Plan:
                 refs = self._refs(doc, block, resolve, strict=True)
                 prior: set[str] = set()
                 for block_id in block.ids:
-                    prior |= committed_refs.get(block_id, set())
+                    prior |= catalog.refs_of(block_id)
                 for ref in refs:
                     if ref in prior:
                         continue
@@ -310,18 +345,31 @@ class _Plan:
                         raise TransactionError(f"{where_}: source reference {ref} is not "
                                                "evidence of this transaction", code="NOT_EVIDENCE")
 
-        final_ids = {i for d in docs.values() for b in d.blocks for i in b.ids}
+        new_ids = {i for d in docs.values() for b in d.blocks for i in b.ids}
+
+        def survives(block_id: str) -> bool:
+            return block_id in new_ids or any(p not in touched
+                                              for p in catalog.paths_of(block_id))
+
         self.created = sorted({b.id for d in docs.values() for b in d.blocks
                                if b.id and not (set(b.ids) & committed_ids)})
-        self.removed = sorted({b.id for d in committed_docs for b in d.blocks
-                               if b.id and not (set(b.ids) & final_ids)})
+        removed: set[str] = set()
+        for rel in touched:
+            summary = catalog.summary(rel)
+            for block in summary.blocks if summary is not None else ():
+                if block.id and not any(survives(i) for i in block.ids):
+                    removed.add(block.id)
+        self.removed = sorted(removed)
         if self.removed and tx.purpose not in DELETING_PURPOSES:
             raise TransactionError(f"a {tx.purpose} transaction may not delete blocks "
                                    f"({', '.join('^' + i for i in self.removed)})")
         for rel in sorted(touched):
             new = final.get(rel)
-            if new != committed.get(rel):
+            if new != self.committed(rel):
                 self.writes[rel] = new
+                self.docs[rel] = docs.get(rel)
+        for rel in {*changes, *touched}:
+            self.after[rel] = self.writes[rel] if rel in self.writes else self.committed(rel)
 
     def _refs(self, doc: TopicDoc, block, resolve, *, strict: bool) -> list[str]:
         out: list[str] = []
@@ -341,6 +389,37 @@ class _Plan:
                     out.append(ref)
         return out
 
+    def _validate(self, docs: dict[str, TopicDoc], touched: set[str],
+                  where_now: Callable[[str], str | None]) -> None:
+        """``validate_tree`` over the tree after this commit, reading only what changed:
+        block ids unique across files, every block link names an existing id."""
+        catalog = self.catalog
+        seen: dict[str, tuple[str, int]] = {}
+        for rel in sorted(docs):
+            for block in docs[rel].blocks:
+                for block_id in block.ids:
+                    other = [p for p in catalog.paths_of(block_id) if p not in touched]
+                    if other:
+                        raise TopicFormatError(rel, block.line, f"duplicate block id "
+                                               f"^{block_id} (also {other[0]})")
+                    if block_id in seen and seen[block_id][0] != rel:
+                        raise TopicFormatError(rel, block.line, f"duplicate block id ^{block_id} "
+                                               f"(also {seen[block_id][0]}:{seen[block_id][1]})")
+                    seen.setdefault(block_id, (rel, block.line))
+                for _, block_id in block.links:
+                    if where_now(block_id) is None:
+                        raise TopicFormatError(rel, block.line, f"dangling block link "
+                                               f"^{block_id} (no block has this id)")
+        for block_id in catalog.duplicates():
+            held = [p for p in catalog.paths_of(block_id) if p not in touched]
+            if len(held) > 1:
+                raise TopicFormatError(held[1], 0, f"duplicate block id ^{block_id} (also "
+                                       f"{held[0]})")
+        for rel, _, block_id, line in catalog.links():
+            if rel not in touched and where_now(block_id) is None:
+                raise TopicFormatError(rel, line, f"dangling block link ^{block_id} (no block "
+                                       "has this id)")
+
     # -- install -------------------------------------------------------------------------------------
 
     def install(self, message: str) -> TransactionResult:
@@ -355,9 +434,10 @@ class _Plan:
                     rank += 1
             writes[f"{ws.runtime_name}/runtime.json"] = state.dumps().encode("utf-8")
         install_files(ws, tx.dir, tx.id, writes)
+        self.catalog.installed(self.docs, self.writes)
         result = TransactionResult(
             changed_files=sorted(p for p in self.writes), created_blocks=self.created,
-            removed_blocks=self.removed, revision=ws.revision())
+            removed_blocks=self.removed, workspace=ws)
         try:
             result.commit = ws.git.commit_all(message, paths=["topics", "sources"])
         except ScriptoriumError as exc:
@@ -537,7 +617,7 @@ def _pid_alive(pid: object) -> bool:
 def _clean_abandoned(ws: "Workspace") -> None:
     """Remove stage directories whose process died (no journal names them any more)."""
     try:
-        names = [n for n in os.listdir(ws.runtime_dir) if n.startswith("tx-")]
+        names = [n for n in os.listdir(ws.runtime_dir) if n.startswith(("tx-", PARKED_PREFIX))]
     except OSError:
         return
     for name in names:

@@ -354,6 +354,43 @@ class Workspace:
             digest.update(os.fsencode(rel) + b"\0" + data + b"\0")
         return digest.hexdigest()[:32]
 
+    def snapshot(self) -> dict[str, tuple[tuple[int, int, int, int], str | None]]:
+        """A cheap stand-in for :meth:`revision` when only "did anything change?" matters
+        (a transaction's concurrent-update check): each revision file's fingerprint (mtime,
+        ctime, size, inode), with the content hash of files modified too recently for their
+        fingerprint to be trusted (a same-tick rewrite keeps it). See :meth:`moved_since`."""
+        from .catalog import fingerprint, is_racy, sha256
+
+        out: dict[str, tuple[tuple[int, int, int, int], str | None]] = {}
+        now = time.time_ns()
+        for rel in self.revision_files():
+            try:
+                fp = fingerprint(os.lstat(self.root / rel))
+                out[rel] = (fp, sha256((self.root / rel).read_bytes())
+                            if is_racy(fp, now) else None)
+            except OSError:
+                continue
+        return out
+
+    def moved_since(self, snapshot: dict[str, tuple[tuple[int, int, int, int], str | None]]
+                    ) -> bool:
+        """True when some memory file changed since ``snapshot`` was taken."""
+        from .catalog import sha256
+
+        now = self.snapshot()
+        if now.keys() != snapshot.keys():
+            return True
+        for rel, (fp, sha) in snapshot.items():
+            if now[rel][0] != fp:
+                return True
+            if sha is not None:
+                try:
+                    if sha256((self.root / rel).read_bytes()) != sha:
+                        return True
+                except OSError:
+                    return True
+        return False
+
     # -- topics -----------------------------------------------------------------------------------
 
     def topic_paths(self) -> list[str]:

@@ -165,9 +165,9 @@ class Memory:
                     return step
                 self.workspace.sources.archive([to_source_record(r) for r in batch])
                 fault_point("after-archive")
-                cited = cited_sources(self.workspace)
-                title = redact(str(self.store.get_meta(session_id).get("title") or ""))
                 refs = [r.source_id for r in batch]
+                cited = cited_sources(self.workspace, refs)
+                title = redact(str(self.store.get_meta(session_id).get("title") or ""))
                 result, audit = run_writer(
                     self.workspace, self.writer,
                     WriteRequest(batch=list(batch), stage=self.workspace.root,

@@ -3,7 +3,8 @@
 Writes validate the whole batch first (ids, fields, path collisions, every target file parsing
 complete) and only then replace files, each atomically. Reads cache each parsed file under
 (path, mtime_ns, size, inode), so a write path that looks up hundreds of citations parses each
-file once. Callers that write hold the workspace write lock; this class does not lock.
+file once; a cached file costs one ``lstat`` (the per-component symlink check runs when a file
+is (re)read), and only the most recently used files stay cached. Callers that write hold the workspace write lock; this class does not lock.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -23,6 +25,11 @@ from .legacy import read_legacy
 from .model import Frame, SourceRecord
 from .v2 import V2Parse, append_separator, check_record, parse_v2, read_text, render_v2_file, \
     render_v2_frames
+
+
+# Parsed archive files kept (least recently used dropped): a write --all over thousands of
+# sessions must not hold every session's archive in memory.
+MAX_CACHED_FILES = 1024
 
 
 class SourceArchiveError(CorruptFile):
@@ -58,7 +65,8 @@ class SourceArchive:
     def __init__(self, workspace_root: Path, tmp_dir: Path | None = None):
         self.root = Path(workspace_root)
         self.tmp_dir = Path(tmp_dir) if tmp_dir is not None else None
-        self._cache: dict[str, _Parsed] = {}
+        self._cache: OrderedDict[str, _Parsed] = OrderedDict()
+        self._root_str = str(self.root)
 
     # ------------------------------------------------------------------ reading
 
@@ -84,14 +92,23 @@ class SourceArchive:
         return st
 
     def _load(self, rel: str) -> _Parsed | None:
+        hit = self._cache.get(rel)
+        if hit is not None:
+            # One lstat answers a cached file: a directory swapped for a symlink leads to
+            # another inode (a miss, checked in full below) or to this very file.
+            try:
+                st = os.lstat(os.path.join(self._root_str, rel))
+            except (OSError, ValueError):
+                st = None
+            if st is not None and stat.S_ISREG(st.st_mode) and \
+                    hit.key == (st.st_mtime_ns, st.st_size, st.st_ino):
+                self._cache.move_to_end(rel)
+                return hit
         st = self._plain_stat(rel)
         if st is None:
             self._cache.pop(rel, None)
             return None
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        hit = self._cache.get(rel)
-        if hit is not None and hit.key == key:
-            return hit
         try:
             data = self._abs(rel).read_bytes()
         except OSError:
@@ -109,6 +126,8 @@ class SourceArchive:
             by_anchor.setdefault(f.anchor, f)
         parsed = _Parsed(key, v2, frames, by_id, by_anchor)
         self._cache[rel] = parsed
+        while len(self._cache) > MAX_CACHED_FILES:  # memory follows the work, not the home
+            self._cache.popitem(last=False)
         return parsed
 
     def file_status(self, rel_path: str) -> V2Parse:

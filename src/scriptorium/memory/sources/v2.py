@@ -54,11 +54,11 @@ def read_text(data: bytes) -> str:
     return data.decode("utf-8", errors="surrogateescape")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _has_surrogate(lines: Iterable[str]) -> bool:
-    for line in lines:
-        if any("\ud800" <= ch <= "\udfff" for ch in line):
-            return True
-    return False
+    return any(_SURROGATE.search(line) for line in lines)
 
 
 def parse_record(lines: list[str]) -> tuple[str, str, str] | None:

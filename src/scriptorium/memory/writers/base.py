@@ -22,7 +22,7 @@ class WriteRequest:
 
     batch: Sequence[Record]
     stage: Path
-    cited: frozenset[str] = frozenset()  # source ids the committed topics already cite
+    cited: frozenset[str] = frozenset()  # the batch's source ids committed topics already cite
     session_title: str = ""
     # What the conversation opened with (its branch's first turn): a stable subject for a
     # session without a title.

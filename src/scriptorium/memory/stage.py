@@ -1,0 +1,245 @@
+"""A transaction's stage: a plain copy of ``topics/`` that is not copied again every time.
+
+A writer (ours or a third party's) edits ``stage/topics/**.md`` as ordinary files: it may
+read any of them, rewrite one in place, replace it by rename, create or delete files. Copying
+the whole tree per transaction made a write cost as much as all of memory, and hard links are
+not safe (an in-place edit would change the committed file too).
+
+So a process keeps its last stage and reuses it: when a transaction ends, the stage is brought
+back to the committed state (only the files the writer changed or the install wrote are
+rewritten) and parked; the next transaction takes it, re-copies only the committed files whose
+content moved since (the topic catalog knows their hashes), and hands it to the writer.
+
+What the writer changed is found without reading every file: each staged file is written by
+us with its mtime set to a fixed sentinel, and its fingerprint (mtime, ctime, size, inode) is
+recorded. Any write through the filesystem sets mtime to the current time and moves ctime; a
+rename brings a new inode. A file whose fingerprint differs is read and compared by hash.
+
+A stage in use is a ``tx-*`` directory (the install journal may name it); a parked one is
+renamed ``stage-<pid>``. Both hold an ``owner.json`` naming this process, so a crash leaves
+nothing that the cleanup of abandoned stages does not remove.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..fsutil import atomic_write_json
+from .catalog import Fingerprint, TopicCatalog, fingerprint, sha256
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .workspace import Workspace
+
+# The mtime every staged file is given: a writer's edit can only move it to "now".
+SENTINEL_NS = 1_000_000_000
+PARKED_PREFIX = "stage-"
+
+
+class StageError(Exception):
+    """Something other than a topic file was written into the stage (path, reason)."""
+
+    def __init__(self, rel: str, what: str):
+        super().__init__(f"{rel}: {what}")
+        self.rel = rel
+        self.what = what
+
+
+@dataclass
+class Stage:
+    """One stage directory and what we last put in it: rel -> (fingerprint, sha)."""
+
+    dir: Path
+    files: dict[str, tuple[Fingerprint, str]] = field(default_factory=dict)
+    copied: int = 0  # files written into the stage by the last checkout (tests count them)
+
+    @property
+    def root(self) -> Path:
+        return self.dir / "stage"
+
+    # -- placing files --------------------------------------------------------------------
+
+    def put(self, rel: str, data: bytes) -> None:
+        path = self.root / rel
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            if path.is_symlink() or path.is_dir():
+                _remove(path)
+        except OSError:
+            pass
+        with open(path, "wb") as fh:
+            fh.write(data)
+        os.chmod(path, 0o600)
+        os.utime(path, ns=(SENTINEL_NS, SENTINEL_NS))
+        self.files[rel] = (fingerprint(os.lstat(path)), sha256(data))
+        self.copied += 1
+
+    def drop(self, rel: str) -> None:
+        self.files.pop(rel, None)
+        path = self.root / rel
+        try:
+            _remove(path)
+        except FileNotFoundError:
+            pass
+        topics = self.root / "topics"
+        parent = path.parent
+        while parent != topics and topics in parent.parents:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+    # -- what the writer did --------------------------------------------------------------
+
+    def changes(self) -> dict[str, bytes | None]:
+        """Files whose content differs from what we staged: new bytes, or None if deleted.
+        Raises StageError for anything but regular files under ``topics/``."""
+        topics = self.root / "topics"
+        try:
+            st = os.lstat(topics)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            raise StageError("topics", "the stage's topics/ directory is gone; nothing installed")
+        for name in os.listdir(self.root):
+            if name != "topics":
+                raise StageError(name, "only topics/ may be written (sources/ is append-only "
+                                       "and written by the runtime)")
+        seen: set[str] = set()
+        out: dict[str, bytes | None] = {}
+        stack = [(str(topics), "topics")]
+        while stack:
+            directory, rel_dir = stack.pop()
+            for entry in os.scandir(directory):
+                rel = f"{rel_dir}/{entry.name}"
+                if entry.is_symlink():
+                    raise StageError(rel, "symlinks may not be written into topics/")
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, rel))
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    raise StageError(rel, "not a regular file")
+                seen.add(rel)
+                fp = fingerprint(entry.stat(follow_symlinks=False))
+                known = self.files.get(rel)
+                if known is not None and known[0] == fp:
+                    continue
+                with open(entry.path, "rb") as fh:
+                    data = fh.read()
+                if known is not None and known[1] == sha256(data):
+                    continue
+                out[rel] = data
+        for rel in self.files:
+            if rel not in seen:
+                out[rel] = None
+        return dict(sorted(out.items()))
+
+    def settle(self, final: dict[str, bytes | None]) -> None:
+        """Make the staged files in ``final`` hold these bytes (None: absent)."""
+        for rel, data in final.items():
+            if data is None:
+                self.drop(rel)
+            else:
+                self.put(rel, data)
+
+    def sync(self, workspace: "Workspace", catalog: TopicCatalog) -> None:
+        """Bring the stage to the committed state the catalog describes, copying only what
+        differs (and anything a stray hand changed in the stage since we left it)."""
+        self.copied = 0
+        want = {s.path: s.sha for s in catalog.summaries()}
+        try:
+            drift = self.changes()
+        except StageError:
+            drift = None
+        if drift is None:  # something odd in the stage: start it again
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.files = {}
+            (self.root / "topics").mkdir(mode=0o700, parents=True)
+        else:
+            for rel in drift:
+                self.files.pop(rel, None)
+                if rel not in want:
+                    self.drop(rel)
+        for rel in [r for r in self.files if r not in want]:
+            self.drop(rel)
+        for rel, sha in want.items():
+            known = self.files.get(rel)
+            if known is not None and known[1] == sha:
+                continue
+            try:
+                data = (workspace.root / rel).read_bytes()
+            except OSError:
+                continue
+            self.put(rel, data)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+# -- the per-process pool -------------------------------------------------------------------------
+
+_POOL: dict[str, Stage] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def _key(workspace: "Workspace") -> str:
+    return f"{os.getpid()}:{os.path.realpath(workspace.runtime_dir)}"
+
+
+def checkout(workspace: "Workspace", catalog: TopicCatalog) -> Stage:
+    """A stage holding the committed topics (caller holds the write lock): the parked one
+    brought up to date, else a new one filled with a full copy."""
+    with _POOL_LOCK:
+        stage = _POOL.pop(_key(workspace), None)
+    name = workspace.runtime_dir / f"tx-{uuid.uuid4().hex[:12]}"
+    if stage is not None:
+        try:
+            if not _owned(stage):
+                raise OSError("not ours")
+            os.rename(stage.dir, name)
+            stage.dir = name
+        except OSError:
+            stage = None
+    if stage is None:
+        stage = Stage(name)
+        (stage.root / "topics").mkdir(mode=0o700, parents=True)
+        atomic_write_json(stage.dir / "owner.json", {"pid": os.getpid(), "tx": stage.dir.name})
+    stage.sync(workspace, catalog)
+    return stage
+
+
+def park(workspace: "Workspace", stage: Stage) -> bool:
+    """Keep ``stage`` for the next transaction of this process; False if one is parked
+    already (the caller removes this one)."""
+    with _POOL_LOCK:
+        key = _key(workspace)
+        if key in _POOL:
+            return False
+        parked = workspace.runtime_dir / f"{PARKED_PREFIX}{os.getpid()}"
+        try:
+            os.rename(stage.dir, parked)
+        except OSError:
+            return False
+        stage.dir = parked
+        _POOL[key] = stage
+        return True
+
+
+def _owned(stage: Stage) -> bool:
+    try:
+        owner = json.loads((stage.dir / "owner.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(owner, dict) and owner.get("pid") == os.getpid()
