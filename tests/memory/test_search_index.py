@@ -106,11 +106,14 @@ def test_citations_archived_after_a_hand_edit_are_picked_up_at_the_next_install(
 # -- rebuilt from the files --------------------------------------------------------------------
 
 
-def test_a_topic_edited_by_hand_outside_a_transaction_is_found(ws):
+def test_a_topic_edited_by_hand_outside_a_transaction_is_found_at_the_next_full_check(
+        ws, monkeypatch):
     seed(ws)
     assert search(ws, "kiln")
     path = ws.root / "topics/a.md"
     path.write_text(path.read_text().replace("the kiln is hot", "the furnace roars"))
+    later = index_mod.time.time_ns() + index_mod.FULL_CHECK_NS + 1
+    monkeypatch.setattr(index_mod.time, "time_ns", lambda: later)
     assert search(ws, "kiln") == []
     assert [h.text for h in search(ws, "furnace")] == ["Alpha says the furnace roars."]
     assert [h.block_id for h in search(ws, "furnace")] == [ws.read_topic("topics/a.md").blocks[0].id]
@@ -134,6 +137,8 @@ def test_a_same_size_rewrite_the_fingerprint_cannot_see_is_caught_by_its_content
         fh.write(text.replace("kiln is hot", "oven is hot"))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert index_mod.fingerprint(path.stat()) == index_mod.fingerprint(st)
+    later = st.st_mtime_ns + index_mod.FULL_CHECK_NS + 2_000_000  # the next full check
+    monkeypatch.setattr(index_mod.time, "time_ns", lambda: later)
     assert [h.text for h in search(ws, "oven")] == ["Alpha says the oven is hot."]
 
 

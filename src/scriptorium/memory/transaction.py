@@ -513,6 +513,7 @@ def install_files(ws: "Workspace", txdir: Path, tx_id: str, writes: dict[str, by
     # Anything else (KeyboardInterrupt, a simulated crash) is treated like a crash: the journal
     # stays and the next lock holder finishes or rolls back.
     fault_point("committed")
+    ws.bump_generation()
     _finish(ws, txdir, entries)
     fault_point("cleaned")
     # The journal stays until the caller has made the git commit (done_install), so a crash
@@ -587,6 +588,7 @@ def recover_install(ws: "Workspace") -> str | None:
         raise CorruptFile(f"{path}: unreadable install journal ({exc}); inspect it and "
                           f"{ws.runtime_dir}/tx-* by hand") from None
     if state == "committed":
+        ws.bump_generation()
         _finish(ws, txdir, entries)
         shutil.rmtree(txdir, ignore_errors=True)
         if ws.git.exists:

@@ -9,6 +9,8 @@ Layout (memory reference §1)::
         write.lock        flock target serialising every writer, across processes
         runtime.json      counters (tolerant load: a broken file never stops writing)
         install.json      the install journal of an interrupted transaction (if any)
+        generation        a counter every install moves: readers (search) learn that memory
+                          changed without a stat per topic file
         tx-<id>/          a transaction's stage, new files and backups
     .git/                 private history: one commit per installed transaction
 
@@ -43,6 +45,7 @@ RUNTIME_NAME = ".scriptorium"
 LEGACY_RUNTIME_NAME = ".nativemem"
 TOPICS_DIR = "topics"
 SOURCES_DIR = "sources"
+GENERATION_FILE = "generation"
 WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
 GIT_EXCLUDE = ["/.scriptorium*", "/.nativemem*"]
 # Opening may have to wait for a crashed install's recovery or another opener's git init.
@@ -105,6 +108,15 @@ def _count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
     return value
+
+
+def read_generation(runtime_dir: Path) -> int | None:
+    """The install counter of the workspace whose runtime dir this is (None: none yet)."""
+    try:
+        with open(os.path.join(runtime_dir, GENERATION_FILE), "rb") as fh:
+            return int(fh.read(32))
+    except (OSError, ValueError):
+        return None
 
 
 # -- the write lock -----------------------------------------------------------------------------
@@ -308,6 +320,22 @@ class Workspace:
     def save_runtime(self, state: RuntimeState) -> None:
         self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write_text(self.runtime_path, state.dumps())
+
+    # -- generation ----------------------------------------------------------------------------
+
+    @property
+    def generation_path(self) -> Path:
+        return self.runtime_dir / GENERATION_FILE
+
+    def generation(self) -> int | None:
+        return read_generation(self.runtime_dir)
+
+    def bump_generation(self) -> int:
+        """Move the install counter (caller holds the write lock). A hint, not a record: a
+        crash before it moves is caught by the readers' periodic full check."""
+        value = (self.generation() or 0) + 1
+        atomic_write_text(self.generation_path, f"{value}\n", durable=False)
+        return value
 
     # -- revision -------------------------------------------------------------------------------
 

@@ -2,9 +2,11 @@
 
 The index is never the source of truth. It lives in ``.scriptorium/search.sqlite`` (excluded
 from the workspace revision and from git), it is brought up to date inside every installed
-transaction (:func:`~scriptorium.memory.search.attach`), and before every query it compares a
-fingerprint of each topic file (mtime, ctime, size, inode) with what it indexed, so a topic
-hand-edited outside any transaction is re-read. Deleting the file loses nothing: the next query
+transaction (:func:`~scriptorium.memory.search.attach`). Before a query it reads the
+workspace's install counter: when no install happened since it last looked, it trusts what it
+holds; otherwise, and at least every ``FULL_CHECK_NS``, it compares a fingerprint of each topic
+file (mtime, ctime, size, inode) with what it indexed, so a topic hand-edited outside any
+transaction is re-read (within that interval). Deleting the file loses nothing: the next query
 rebuilds it from the topics (and the archive, when sources are searched).
 
 File timestamps have coarse granularity (a kernel tick), so a file rewritten in place within
@@ -32,6 +34,7 @@ from typing import Any, Iterable
 from ...errors import ScriptoriumError
 from ..sources import SourceArchive, parse_v2, read_legacy, read_text
 from ..topics import parse_topic
+from ..workspace import read_generation
 from .documents import Document, claim_documents, frame_documents, logical_path
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,10 @@ SCHEMA_VERSION = "1"
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
 RACY_NS = 3_000_000_000
 RACY_FINE_NS = 100_000_000
+# A topics-only query trusts the install counter (``<runtime>/generation``) and walks the
+# topic files (a stat each) only when it moved or when the last walk is older than this: a
+# hand edit outside any transaction is seen within this long.
+FULL_CHECK_NS = 2_000_000_000
 KINDS = ("topic", "source")
 _TOP = {"topic": "topics", "source": "sources"}
 
@@ -173,6 +180,9 @@ class SearchIndex:
         self._files: dict[str, FileRow] = {}
         self._data_version: int | None = None
         self._sources_seen: tuple[tuple[str, int], ...] | None = None
+        self._generation: int | None = None   # the install counter our topic rows match
+        self._walked_ns = 0                   # when topics were last checked file by file
+        self.walks = 0                        # full walks so far (tests count them)
 
     # -- the workspace's shared instance --------------------------------------------------
 
@@ -374,18 +384,26 @@ class SearchIndex:
 
     # -- keeping it current ---------------------------------------------------------------
 
-    def refresh(self, kinds: Iterable[str] = ("topic",)) -> int:
-        """Re-read every file of ``kinds`` whose fingerprint changed (and drop vanished ones).
-        Cheap when nothing changed: one ``stat`` per file. Returns files re-indexed."""
+    def refresh(self, kinds: Iterable[str] = ("topic",), *, full: bool = True) -> int:
+        """Re-read every file of ``kinds`` whose fingerprint changed (and drop vanished ones):
+        one ``stat`` per file. With ``full=False`` (what a query does) a topics-only refresh
+        is skipped when the install counter has not moved and the last walk is recent.
+        Returns files re-indexed."""
         kinds = tuple(kinds)
         with self._lock:
             conn = self.connection()
+            generation = read_generation(self.runtime_dir)
+            now = time.time_ns()
+            if not full and kinds == ("topic",) and generation is not None and self._files \
+                    and generation == self._generation and now - self._walked_ns < FULL_CHECK_NS:
+                return 0  # no install since we looked, and our last walk is recent
             self._sync_rows(conn)
             self._mark_indexed(conn, kinds)
             todo, gone, settled = self._changed(kinds)
-            if not (todo or gone or settled):
-                return 0
-            return self._apply(conn, todo, gone, settled)
+            self.walks += 1
+            done = self._apply(conn, todo, gone, settled) if (todo or gone or settled) else 0
+            self._generation, self._walked_ns = generation, now
+            return done
 
     def update(self, paths: Iterable[str]) -> int:
         """Re-index ``paths`` (workspace-relative, as a transaction reports its changed files)
@@ -413,6 +431,10 @@ class SearchIndex:
                     gone.append(rel)
             done = self._apply(conn, todo, gone, [], force=True) if todo or gone else 0
             self._sources_seen = signature
+            generation = read_generation(self.runtime_dir)
+            if generation is not None and self._generation is not None \
+                    and generation == self._generation + 1:
+                self._generation = generation  # the one install since we looked: this one
             return done
 
     def _sources_signature(self) -> tuple[tuple[str, int], ...]:

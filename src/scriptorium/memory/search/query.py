@@ -310,7 +310,7 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
 def _run(index: SearchIndex, method: str, query: str, match: str, filters: Filters, top_k: int,
          include_sources: bool,
          embedder: Embedder | None) -> list[tuple[dict[str, Any], float]]:
-    index.refresh(("topic", "source") if include_sources else ("topic",))
+    index.refresh(("topic", "source") if include_sources else ("topic",), full=False)
     if method == "bm25":
         return bm25_rows(index, match, filters, top_k)
     assert embedder is not None

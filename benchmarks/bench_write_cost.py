@@ -1,0 +1,168 @@
+"""What a write costs as memory grows: ours beside the pre-change code, in one run.
+
+1. Embedded-writer throughput (archive + transaction + search index + mark) writing one
+   session into a workspace that already holds 1 / 10 / 50 MB of topics (synthetic topics
+   citing archived turns, as in bench_search.py), at 16k- and 2k-token batches. Each run is a
+   fresh process on a fresh copy of the workspace; the first write of the process (which
+   builds the topic catalog once: its cost is reported as "cold") is a separate 2-turn
+   session, then the measured session is written.
+2. Disk growth per write: how much the search index and the git history grew, as a ratio to
+   the topic text the write added.
+
+The baseline is the code as it was before this work (commit BASELINE_COMMIT), extracted with
+``git archive`` into benchmarks/out/ and run in its own process, so both sides do the same
+job on the same input. Generated workspaces are cached under benchmarks/out/ (gitignored).
+
+Usage:
+    python benchmarks/bench_write_cost.py [--sizes 1,10,50] [--turns 1000] [--baseline-turns 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+OUT = HERE / "out"
+BASELINE_COMMIT = "6c50144"
+
+CHILD = r'''
+import json, os, resource, sys, time
+from pathlib import Path
+from scriptorium.config import load_settings
+from scriptorium.memory.writing import Memory
+
+home, turns, batch = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+mem = Memory(home, settings=load_settings(home, {"trigger_tokens": batch}))
+
+def session(sid, n, title):
+    mem.store.create_session(sid, title=title)
+    for i in range(n):
+        text = (f"Question {i}: which hotel near Alfama has a meeting room for {i % 20 + 5}?"
+                if i % 2 == 0 else
+                f"The Alfama Grand has a room for {i % 20 + 5}; I will hold it until day "
+                f"{i % 28 + 1}.")
+        mem.store.append_message(sid, {"role": "user" if i % 2 == 0 else "assistant",
+                                       "content": text}, commit=False)
+
+def size(path):
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+def index_size():
+    rt = mem.workspace.runtime_dir
+    return sum(os.path.getsize(rt / n) for n in os.listdir(rt) if n.startswith("search.sqlite"))
+
+session("warm", 2, "Warm up")
+session("s", turns, "Offsite planning")
+t0 = time.perf_counter()
+assert mem.write_session("warm").failure is None
+cold = time.perf_counter() - t0
+topics0, git0, idx0 = size(mem.workspace.topics_dir), size(mem.workspace.root / ".git"), index_size()
+t0 = time.perf_counter()
+result = mem.write_session("s")
+elapsed = time.perf_counter() - t0
+assert result.failure is None and len(result.marked) == turns, result.failure
+print(json.dumps({"rate": turns / elapsed, "batches": len(result.steps), "cold": cold,
+                  "topics_added": size(mem.workspace.topics_dir) - topics0,
+                  "git_added": size(mem.workspace.root / ".git") - git0,
+                  "index_added": index_size() - idx0}))
+'''
+
+
+def workspace(mb: float) -> Path:
+    """A cached memory workspace with ~``mb`` MB of topics and its git history."""
+    path = OUT / f"write-ws-{mb:g}mb"
+    if (path / ".done").exists():
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    sys.path.insert(0, str(HERE))
+    from bench_search import build  # noqa: E402  (same generator as the search benchmark)
+
+    build(path, mb)
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (["init", "-q", "--initial-branch=main"], ["add", "-A"],
+                 ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "seed"]):
+        subprocess.run(["git", *args], cwd=path, check=True, env=env)
+    (path / ".git" / "info" / "exclude").write_text("/.scriptorium*\n/.nativemem*\n")
+    (path / ".done").write_text("")
+    return path
+
+
+def baseline_src() -> Path:
+    path = OUT / f"baseline-{BASELINE_COMMIT}"
+    if not (path / "src").is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", BASELINE_COMMIT, "src"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
+    return path / "src"
+
+
+def run(src: Path, mb: float, turns: int, batch: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-write-") as tmp:
+        home = Path(tmp)
+        shutil.copytree(workspace(mb), home / "memory", symlinks=True,
+                        ignore=shutil.ignore_patterns(".done"))
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(home), str(turns), str(batch)],
+                              env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="1,10,50", help="MB of topics, comma separated")
+    ap.add_argument("--turns", type=int, default=1000, help="turns written by ours")
+    ap.add_argument("--baseline-turns", type=int, default=200,
+                    help="turns written by the baseline (0: skip it)")
+    args = ap.parse_args()
+    ours_src = REPO / "src"
+    print(f"python {sys.version.split()[0]}; load average at start "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; baseline = commit "
+          f"{BASELINE_COMMIT} (before this work)\n")
+    print("| topics | batch | ours turns/s | baseline turns/s | ours / baseline | ours cold "
+          "first write | index growth / text | git growth / text |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = []
+    for mb in (float(x) for x in args.sizes.split(",")):
+        for batch in (16_000, 2_000):
+            ours = run(ours_src, mb, args.turns, batch)
+            base = run(baseline_src(), mb, args.baseline_turns, batch) \
+                if args.baseline_turns else None
+            text = max(ours["topics_added"], 1)
+            rows.append((mb, batch, ours, base))
+            print(f"| {mb:g} MB | {batch // 1000}k | {ours['rate']:.0f} "
+                  f"| {base['rate']:.0f} | {ours['rate'] / base['rate']:.1f}× "
+                  if base else f"| {mb:g} MB | {batch // 1000}k | {ours['rate']:.0f} | – | – ",
+                  end="")
+            print(f"| {ours['cold'] * 1000:.0f} ms | {ours['index_added'] / text:.2f} "
+                  f"| {ours['git_added'] / text:.2f} |", flush=True)
+    print(f"\nload average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    by = {(mb, b): o["rate"] for mb, b, o, _ in rows}
+    sizes = sorted({mb for mb, *_ in rows})
+    for batch in (16_000, 2_000):
+        rates = [by[(mb, batch)] for mb in sizes if (mb, batch) in by]
+        if len(rates) > 1:
+            print(f"{batch // 1000}k batches: smallest / largest workspace throughput = "
+                  f"{rates[0] / rates[-1]:.2f}×")
+
+
+if __name__ == "__main__":
+    main()
