@@ -215,6 +215,19 @@ class GitRepo:
         self._run(args)
         return self._run(["rev-parse", "HEAD"]).stdout.strip()
 
+    def pack_count(self) -> int:
+        try:
+            return sum(1 for n in os.listdir(self.path / ".git" / "objects" / "pack")
+                       if n.endswith(".pack"))
+        except OSError:
+            return 0
+
+    def repack(self, *, everything: bool = False) -> None:
+        """Pack loose objects (each a whole compressed copy of a file version) into a pack
+        of deltas; ``everything`` merges every pack into one (deltas across all history)."""
+        self.clear_stale_locks()
+        self._run(["repack", "-d", "-q", *(["-a"] if everything else [])])
+
     def log(self, limit: int = 50) -> list[dict]:
         if not self.exists or self.problem() is not None:
             return []

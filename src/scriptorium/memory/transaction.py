@@ -440,6 +440,8 @@ class _Plan:
             removed_blocks=self.removed, workspace=ws)
         try:
             result.commit = ws.git.commit_all(message, paths=["topics", "sources"])
+            if result.commit:
+                ws.maintain_history()
         except ScriptoriumError as exc:
             result.warnings.append(
                 f"memory history not committed ({exc.code}; the install stands): {exc}")

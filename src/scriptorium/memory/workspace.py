@@ -9,6 +9,7 @@ Layout (memory reference §1)::
         write.lock        flock target serialising every writer, across processes
         runtime.json      counters (tolerant load: a broken file never stops writing)
         install.json      the install journal of an interrupted transaction (if any)
+        history-commits   commits since the history was last packed
         generation        a counter every install moves: readers (search) learn that memory
                           changed without a stat per topic file
         tx-<id>/          a transaction's stage, new files and backups
@@ -46,6 +47,8 @@ LEGACY_RUNTIME_NAME = ".nativemem"
 TOPICS_DIR = "topics"
 SOURCES_DIR = "sources"
 GENERATION_FILE = "generation"
+PACK_EVERY = 50   # commits between two packings of the history (see maintain_history)
+MAX_PACKS = 8
 WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
 GIT_EXCLUDE = ["/.scriptorium*", "/.nativemem*"]
 # Opening may have to wait for a crashed install's recovery or another opener's git init.
@@ -336,6 +339,25 @@ class Workspace:
         value = (self.generation() or 0) + 1
         atomic_write_text(self.generation_path, f"{value}\n", durable=False)
         return value
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def maintain_history(self) -> None:
+        """Keep the git history about as big as the text it holds (caller holds the lock).
+
+        Git stores each commit's changed files whole (compressed) until they are packed as
+        deltas; a topic that grows by a paragraph per write would cost its whole size per
+        write. Every ``PACK_EVERY`` commits the loose objects are packed; once there are more
+        than ``MAX_PACKS`` packs they are merged into one, so deltas span all of history."""
+        path = self.runtime_dir / "history-commits"
+        try:
+            count = int(path.read_text(encoding="ascii")) + 1
+        except (OSError, ValueError):
+            count = 1
+        if count >= PACK_EVERY:
+            self.git.repack(everything=self.git.pack_count() >= MAX_PACKS)
+            count = 0
+        atomic_write_text(path, f"{count}\n", durable=False)
 
     # -- revision -------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from .documents import Document, claim_documents, frame_documents, logical_path
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: contentless FTS (the text is stored once, in docs)
 # A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
 # rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
@@ -70,12 +70,31 @@ CREATE INDEX IF NOT EXISTS docs_source ON docs(source_id);
 CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo TEXT NOT NULL, hi TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS doc_dates_doc ON doc_dates(doc);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
-    body, context, dates, cjk, tokenize='porter unicode61 remove_diacritics 2');
+    body, context, dates, cjk, content='', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS vectors(
     model TEXT NOT NULL, key TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(model, key));
 """
 
 SPEAKER_SEP = "\x1f"
+# docs columns after (id, file), in table order
+_ROW_COLUMNS = ("kind, path, logical, line, block_id, claim, text, headings, dates, sources, "
+                "source_id, version, speakers, speaker, trusted")
+
+
+def _row(doc: Document) -> tuple:
+    speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
+        if doc.speakers else ""
+    return (doc.kind, doc.path, logical_path(doc.path), doc.line, doc.block_id, doc.claim,
+            doc.text, json.dumps(doc.headings, ensure_ascii=False), json.dumps(doc.dates),
+            json.dumps(doc.sources, ensure_ascii=False), doc.source_id, doc.version, speakers,
+            doc.speaker, int(doc.trusted))
+
+
+def _row_fields(row: tuple) -> tuple[str, str, str, str]:
+    """The FTS values of a stored docs row (``_ROW_COLUMNS`` order), as they were indexed."""
+    return Document(kind=row[0], path=row[1], line=row[3], text=row[6],
+                    headings=json.loads(row[7]), dates=json.loads(row[8]),
+                    speaker=row[13]).fields()
 
 
 class SearchIndexUnavailable(ScriptoriumError):
@@ -220,6 +239,7 @@ class SearchIndex:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # derived data: WAL + NORMAL is enough
             conn.execute("PRAGMA cache_size=-16000")  # 16 MB: FTS merges and queries stay warm
+            conn.execute("PRAGMA journal_size_limit=1048576")  # the WAL shrinks back to 1 MB
             if self._version(conn) != SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -529,8 +549,8 @@ class SearchIndex:
                                  "checked_ns=? WHERE path=?", (*fp, now, rel))
                     continue
                 docs, unresolved = self._documents(rel, data, resolver)
-                self._forget(conn, rel)
-                next_id = self._insert(conn, rel, docs, next_id)
+                next_id = self._replace_docs(conn, rel, docs, next_id, known=row is not None)
+                conn.execute("DELETE FROM files WHERE path=?", (rel,))
                 conn.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)",
                              (rel, _kind_of(rel), *fp, sha, now, unresolved))
                 reindexed += 1
@@ -568,24 +588,55 @@ class SearchIndex:
         return frame_documents(frames), 0
 
     @staticmethod
-    def _forget(conn: sqlite3.Connection, rel: str) -> None:
-        conn.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE file=?)", (rel,))
-        conn.execute("DELETE FROM doc_dates WHERE doc IN (SELECT id FROM docs WHERE file=?)",
-                     (rel,))
-        conn.execute("DELETE FROM docs WHERE file=?", (rel,))
+    def _old_docs(conn: sqlite3.Connection, rel: str) -> dict[int, tuple]:
+        """id -> the stored row (without id and file) of each document of ``rel``."""
+        return {r[0]: tuple(r[1:]) for r in conn.execute(
+            f"SELECT id, {_ROW_COLUMNS} FROM docs WHERE file=?", (rel,))}
+
+    @staticmethod
+    def _delete_docs(conn: sqlite3.Connection, old: dict[int, tuple]) -> None:
+        """Remove documents from docs, doc_dates and the contentless FTS table (which is
+        told the indexed values again, recomputed from the stored row)."""
+        for doc_id, row in old.items():
+            conn.execute("INSERT INTO fts(fts, rowid, body, context, dates, cjk) "
+                         "VALUES ('delete', ?, ?, ?, ?, ?)", (doc_id, *_row_fields(row)))
+            conn.execute("DELETE FROM doc_dates WHERE doc=?", (doc_id,))
+            conn.execute("DELETE FROM docs WHERE id=?", (doc_id,))
+
+    @classmethod
+    def _forget(cls, conn: sqlite3.Connection, rel: str) -> None:
+        cls._delete_docs(conn, cls._old_docs(conn, rel))
         conn.execute("DELETE FROM files WHERE path=?", (rel,))
+
+    @classmethod
+    def _replace_docs(cls, conn: sqlite3.Connection, rel: str, docs: list[Document],
+                      next_id: int, *, known: bool) -> int:
+        """Make ``rel``'s documents ``docs``, touching only those that changed: a document
+        whose indexed text is unchanged keeps its FTS entry (a write that adds a paragraph
+        to a long topic adds that paragraph's entries, not the whole file's again)."""
+        old = cls._old_docs(conn, rel) if known else {}
+        by_fields: dict[tuple, list[int]] = {}
+        for doc_id, row in old.items():
+            by_fields.setdefault(_row_fields(row), []).append(doc_id)
+        fresh: list[Document] = []
+        for doc in docs:
+            same = by_fields.get(doc.fields())
+            if not same:
+                fresh.append(doc)
+                continue
+            doc_id = same.pop(0)
+            values = _row(doc)
+            if old.pop(doc_id) != values:
+                conn.execute(f"UPDATE docs SET ({_ROW_COLUMNS}) = "
+                             f"({','.join('?' * len(values))}) WHERE id=?", (*values, doc_id))
+        cls._delete_docs(conn, old)
+        return cls._insert(conn, rel, fresh, next_id)
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, rel: str, docs: list[Document], next_id: int) -> int:
         rows, fts, dates = [], [], []
         for doc in docs:
-            speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
-                if doc.speakers else ""
-            rows.append((next_id, rel, doc.kind, doc.path, logical_path(doc.path), doc.line,
-                         doc.block_id, doc.claim, doc.text,
-                         json.dumps(doc.headings, ensure_ascii=False),
-                         json.dumps(doc.dates), json.dumps(doc.sources, ensure_ascii=False),
-                         doc.source_id, doc.version, speakers, doc.speaker, int(doc.trusted)))
+            rows.append((next_id, rel, *_row(doc)))
             fts.append((next_id, *doc.fields()))
             dates.extend((next_id, lo, hi) for lo, hi in doc.ranges)
             next_id += 1

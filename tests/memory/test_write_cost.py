@@ -1,0 +1,215 @@
+"""A write's cost follows its batch and the files it changes, not the size of memory: the
+algorithmic properties, counted (files parsed, copied, stat'ed), never timed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scriptorium.memory import catalog as catalog_mod
+from scriptorium.memory import stage as stage_mod
+from scriptorium.memory import transaction as tx_mod
+from scriptorium.memory import workspace as workspace_mod
+from scriptorium.memory.catalog import TopicCatalog
+from scriptorium.memory.citations import cited_sources
+from scriptorium.memory.search import SearchIndex, search
+from scriptorium.memory.search import index as index_mod
+from scriptorium.memory.sources import archive as archive_mod
+from scriptorium.memory.workspace import Workspace
+
+from search_support import archive, open_ws, render, write_paragraphs
+
+TS = "2026-08-01T10:00:00+00:00"
+FILES = 12
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    """A workspace of FILES topic files, each citing its own archived turn."""
+    ws = open_ws(tmp_path / "memory")
+    ids = archive(ws, [("s", f"n{i}", "user", f"turn {i}", TS) for i in range(FILES + 4)])
+    with ws.begin(allowed_sources=ids) as tx:
+        for i in range(FILES):
+            path = tx.stage / f"topics/area-{i % 3}/t{i}.md"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render([[(f"Subject {i} kiln glaze number {i}.", [ids[i]],
+                                      "2026-08-01")]]))
+        tx.commit("seed")
+    ws.ids = ids  # type: ignore[attr-defined]
+    return ws
+
+
+def count_parses(monkeypatch) -> list[str]:
+    parsed: list[str] = []
+    for module in (tx_mod, catalog_mod):
+        real = module.parse_topic_bytes
+
+        def counting(data, rel, *, strict=True, _real=real):
+            parsed.append(rel)
+            return _real(data, rel, strict=strict)
+
+        monkeypatch.setattr(module, "parse_topic_bytes", counting)
+    return parsed
+
+
+def append_paragraph(ws: Workspace, rel: str, text: str, ref: str):
+    with ws.begin(allowed_sources=[ref]) as tx:
+        path = tx.stage / rel
+        path.write_text(path.read_text() + f"\n{text}[^e9]\n\n[^e9]: Time: `2026-08-02`; "
+                        f"Sources: [t]({ref})\n")
+        return tx.commit("test: append"), tx
+
+
+def test_a_commit_parses_only_the_file_the_writer_changed(ws, monkeypatch):
+    TopicCatalog.of(ws).refresh()
+    parsed = count_parses(monkeypatch)
+    result, _ = append_paragraph(ws, "topics/area-0/t0.md", "A new fact.", ws.ids[FILES])
+    assert result.changed_files == ["topics/area-0/t0.md"]
+    assert parsed == ["topics/area-0/t0.md"]  # not the other FILES - 1 topics
+
+
+def test_a_reused_stage_copies_only_committed_files_whose_content_moved(ws):
+    append_paragraph(ws, "topics/area-0/t0.md", "First.", ws.ids[FILES])
+    with ws.begin() as tx:  # the stage the last commit left, already up to date
+        assert tx._stage.copied == 0
+        assert (tx.stage / "topics/area-0/t0.md").read_bytes() == \
+            (ws.root / "topics/area-0/t0.md").read_bytes()
+    hand = ws.root / "topics/area-1/t1.md"
+    hand.write_text(hand.read_text().replace("kiln", "furnace"))  # outside any transaction
+    with ws.begin() as tx:
+        assert tx._stage.copied == 1
+        assert "furnace" in (tx.stage / "topics/area-1/t1.md").read_text()
+        assert sorted(p.relative_to(tx.stage).as_posix()
+                      for p in tx.stage.rglob("*.md")) == TopicCatalog.of(ws).paths()
+
+
+def test_an_in_place_edit_of_a_staged_file_never_reaches_the_committed_file(ws):
+    committed = (ws.root / "topics/area-2/t2.md").read_bytes()
+    with ws.begin() as tx:
+        with open(tx.stage / "topics/area-2/t2.md", "r+b") as fh:  # same inode, in place
+            fh.write(b"# Broken")
+        (tx.stage / "topics/area-2/stray.md").write_text("# Stray\n")
+    assert (ws.root / "topics/area-2/t2.md").read_bytes() == committed
+    with ws.begin() as tx:  # the next writer sees the committed tree, not the discarded edit
+        assert (tx.stage / "topics/area-2/t2.md").read_bytes() == committed
+        assert not (tx.stage / "topics/area-2/stray.md").exists()
+
+
+def test_a_same_size_in_place_edit_within_one_tick_is_still_seen(ws):
+    """The staged files carry a sentinel mtime: a writer's write moves it to 'now', so even
+    an edit that keeps size and inode (and lands in the same ctime tick) is found."""
+    ref = ws.ids[FILES]
+    with ws.begin(allowed_sources=[ref]) as tx:
+        path = tx.stage / "topics/area-0/t3.md"
+        text = path.read_text()
+        with open(path, "r+", encoding="utf-8") as fh:
+            fh.write(text.replace("kiln glaze", "oven glaze"))
+        assert tx.commit("same size").changed_files == ["topics/area-0/t3.md"]
+    assert "oven glaze" in (ws.root / "topics/area-0/t3.md").read_text()
+
+
+def test_already_cited_is_answered_without_reading_any_topic(ws, monkeypatch):
+    TopicCatalog.of(ws).refresh()
+    parsed = count_parses(monkeypatch)
+    reads = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or real(self))
+    assert cited_sources(ws, [ws.ids[0], ws.ids[FILES]]) == {ws.ids[0]}
+    assert parsed == [] and not [p for p in reads if "topics" in p.parts]
+
+
+def test_the_catalog_sees_a_hand_edit_that_drops_a_citation(ws):
+    assert ws.ids[5] in cited_sources(ws, ws.ids)
+    (ws.root / "topics/area-2/t5.md").unlink()
+    assert ws.ids[5] not in cited_sources(ws, ws.ids)
+    assert cited_sources(ws) == set(ws.ids[:FILES]) - {ws.ids[5]}
+
+
+def test_the_catalog_answers_what_a_full_parse_answers(ws):
+    append_paragraph(ws, "topics/area-0/t0.md", "Second.", ws.ids[FILES + 1])
+    fresh = TopicCatalog(ws.root, ws.sources).refresh()
+    kept = TopicCatalog.of(ws).refresh()
+    assert [(s.path, s.sha, s.blocks) for s in kept.summaries()] == \
+        [(s.path, s.sha, s.blocks) for s in fresh.summaries()]
+
+
+def test_a_query_after_a_write_does_not_walk_the_topic_files(ws, monkeypatch):
+    index = SearchIndex.of(ws)
+    search(ws, "kiln")
+    walks = index.walks
+    append_paragraph(ws, "topics/area-0/t0.md", "The saggar cracked.", ws.ids[FILES])
+    stats = []
+    real = os.scandir
+    monkeypatch.setattr(index_mod.os, "scandir", lambda p: stats.append(p) or real(p))
+    assert [h.text for h in search(ws, "saggar")] == ["The saggar cracked."]
+    assert index.walks == walks and stats == []
+    later = index_mod.time.time_ns() + index_mod.FULL_CHECK_NS + 1
+    monkeypatch.setattr(index_mod.time, "time_ns", lambda: later)
+    search(ws, "saggar")
+    assert index.walks == walks + 1  # the periodic full check still happens
+
+
+def test_another_processs_install_makes_the_next_query_look(ws, monkeypatch):
+    index = SearchIndex.of(ws)
+    search(ws, "kiln")
+    walks = index.walks
+    ws.bump_generation()  # what an install in another process leaves behind
+    search(ws, "kiln")
+    assert index.walks == walks + 1
+
+
+def test_a_write_to_a_long_topic_indexes_only_the_new_paragraph(ws):
+    rel = "topics/area-0/t0.md"
+    index = SearchIndex.of(ws)
+    search(ws, "kiln")
+    before = {r["id"]: r["text"] for r in index.rows("SELECT id, text FROM docs WHERE file=?",
+                                                     (rel,))}
+    append_paragraph(ws, rel, "The saggar cracked.", ws.ids[FILES])
+    after = {r["id"]: r["text"] for r in index.rows("SELECT id, text FROM docs WHERE file=?",
+                                                    (rel,))}
+    assert {i: t for i, t in after.items() if i in before} == before  # untouched, same rows
+    assert sorted(t for i, t in after.items() if i not in before) == ["The saggar cracked."]
+    assert [h.text for h in search(ws, "kiln number 0")][:1] == ["Subject 0 kiln glaze number 0."]
+
+
+def test_history_is_packed_every_few_commits(ws, monkeypatch):
+    monkeypatch.setattr(workspace_mod, "PACK_EVERY", 3)
+    (ws.runtime_dir / "history-commits").write_text("0\n")
+    for k in range(3):
+        append_paragraph(ws, f"topics/area-{k}/t{k}.md", f"Fact {k}.", ws.ids[FILES + k])
+    counts = subprocess.run(["git", "count-objects", "-v"], cwd=ws.root, capture_output=True,
+                            text=True, check=True).stdout
+    assert "count: 0" in counts.splitlines() and ws.git.pack_count() >= 1
+    assert ws.git.fsck()
+
+
+def test_a_cached_archive_lookup_costs_one_lstat(ws, monkeypatch):
+    arch = ws.sources
+    assert arch.lookup(ws.ids[0]) is not None
+    calls = []
+    real = os.lstat
+    monkeypatch.setattr(archive_mod.os, "lstat", lambda p, *a, **k: calls.append(p) or
+                        real(p, *a, **k))
+    for _ in range(5):
+        assert arch.lookup(ws.ids[1]) is not None
+    assert len(calls) == 5
+
+
+def test_the_archive_keeps_a_bounded_number_of_parsed_files(ws, monkeypatch):
+    monkeypatch.setattr(archive_mod, "MAX_CACHED_FILES", 2)
+    ids = archive(ws, [(f"other{i}", "n0", "user", "x", TS) for i in range(4)])
+    for ref in ids:
+        assert ws.sources.lookup(ref) is not None
+    assert len(ws.sources._cache) == 2
+
+
+def test_a_stage_left_by_a_dead_process_is_removed(ws, tmp_path):
+    parked = ws.runtime_dir / f"{stage_mod.PARKED_PREFIX}999999999"
+    (parked / "stage" / "topics").mkdir(parents=True)
+    (parked / "owner.json").write_text('{"pid": 999999999}')
+    with ws.lock():
+        ws.recover()
+    assert not parked.exists()
