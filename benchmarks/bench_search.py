@@ -1,41 +1,46 @@
-"""Search latency: the derived FTS5 index vs re-parsing every topic file per query.
+"""Search cost as memory grows: the derived FTS5 index, ours beside the pre-change code.
 
-The reference system's recall re-parsed and BM25-scored the whole topic tree on every query
-(66 / 431 / 1292 ms at 0.50 / 3.34 / 9.80 MB of topics). This builds synthetic workspaces of
-about those sizes in a temporary directory (topics that cite archived turns, as the writers
-produce them), then times, per query:
+For synthetic workspaces of 0.5 / 9.8 / 50 MB of topics (topics citing archived turns, as the
+writers produce them; cached under benchmarks/out/), each implementation runs in its own
+process on its own copy and reports:
 
-- baseline: read + parse every topic file, build the claim documents, score them with Okapi
-  BM25 in Python (what "re-parse per query" means);
-- ours, warm: ``search()`` with the index built (each query still stats every topic file to
-  notice hand edits);
-- ours after a write: a small transaction's effect (one topic file gains a paragraph), the
-  install hook's index update, then the query — the latency a reader sees right after a write.
+- index build: the whole index from the files (what the first query pays when it is missing);
+- warm query: median over the queries, nothing changed since the last query;
+- first query after a write: a real transaction adds a paragraph to one topic (its install
+  hook updates the index), then the query is timed (median over the writes);
+- index size as a ratio to the topic text.
+
+The baseline is commit BASELINE_COMMIT (see workspaces.py); "re-parse per query" is what the
+reference system did (read + parse every topic, BM25 in Python), timed here on a few queries.
 
 Usage:
-    python benchmarks/bench_search.py [--sizes 0.5,3.3,9.8] [--queries 30] [--rounds 3]
+    python benchmarks/bench_search.py [--sizes 0.5,9.8,50] [--queries 20] [--writes 8]
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
+import os
 import random
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
-from scriptorium.memory.search import SearchIndex, search, update_index
 from scriptorium.memory.search.documents import claim_documents
-from scriptorium.memory.sources import (SourceArchive, SourceRecord, render_v2_file,
+from scriptorium.memory.sources import (SourceRecord, render_v2_file,
                                         source_anchor, v2_path)
 from scriptorium.memory.topics import parse_topic
+
+from workspaces import BASELINE_COMMIT, baseline_src, cached_workspace, copy_workspace, load, \
+    ours_src
 
 FILE_BYTES = 20_000          # one topic file ~ 20 KB, like a subject file after some weeks
 TURNS_PER_SESSION = 60
@@ -150,93 +155,92 @@ def baseline_search(root: Path, query: str, top_k: int = 5) -> list[tuple[float,
 
 # -- measuring ---------------------------------------------------------------------------------
 
+CHILD = r"""
+import json, os, random, statistics, sys, time
+from pathlib import Path
+from scriptorium.memory.search import attach, rebuild, search
+from scriptorium.memory.workspace import Workspace
+
+root, queries, writes = Path(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+ws = Workspace.open(root)
+attach(ws)
+
+def ms(fn, *a, **k):
+    t0 = time.perf_counter(); fn(*a, **k); return (time.perf_counter() - t0) * 1000
+
+build = ms(rebuild, ws, False)
+search(ws, queries[0])
+warm = [ms(search, ws, q) for q in queries for _ in range(2)]
+topic_files = sorted(p.relative_to(root).as_posix() for p in (root / "topics").rglob("*.md"))
+sid = "openprogram/s-0/n0"
+after = []
+for i in range(writes):
+    rel = topic_files[(i * 7919) % len(topic_files)]
+    with ws.begin(allowed_sources=[sid]) as tx:
+        path = tx.stage / rel
+        path.write_text(path.read_text() + f"\nA new paragraph marker{i}x.[^e1]\n\n"
+                        f"[^e1]: Time: `2026-09-01`; Sources: [new]({sid})\n")
+        assert tx.commit("bench: write").changed_files == [rel]
+    q = queries[i % len(queries)]
+    after.append(ms(search, ws, q))
+    assert [h.path for h in search(ws, f"marker{i}x")] == [rel]
+size = sum(os.path.getsize(ws.runtime_dir / n) for n in os.listdir(ws.runtime_dir)
+           if n.startswith("search.sqlite"))
+print(json.dumps({"build": build, "warm": statistics.median(warm), "after": statistics.median(after),
+                  "index_bytes": size}))
+"""
+
+
+def run(src: Path, megabytes: float, queries: list[str], writes: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        root = copy_workspace(megabytes, Path(tmp) / "memory")
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(root), json.dumps(queries),
+                               str(writes)], env={**os.environ, "PYTHONPATH": str(src)},
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="0.5,9.8,50", help="MB of topics, comma separated")
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--writes", type=int, default=8, help="writes (each then a query), ours")
+    ap.add_argument("--baseline-writes", type=int, default=3)
+    ap.add_argument("--reparse-queries", type=int, default=2,
+                    help="queries timed for the re-parse-per-query baseline (0: skip)")
+    args = ap.parse_args()
+    print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
+          f"commit {BASELINE_COMMIT} (before this work)\n")
+    print("| topics | index build: ours / baseline | warm query: ours / baseline | first query "
+          "after a write: ours / baseline | after-write / warm (ours) | index size / topics "
+          "(ours / baseline) | re-parse per query |")
+    print("|---|---|---|---|---|---|---|")
+    for mb in (float(x) for x in args.sizes.split(",")):
+        root = cached_workspace(mb)
+        topics = sum(p.stat().st_size for p in (root / "topics").rglob("*.md"))
+        rnd = random.Random(11)
+        vocab = vocabulary(random.Random(7))
+        qs = [" ".join(rnd.sample(vocab[20:1500], rnd.randint(1, 3))) for _ in range(args.queries)]
+        ours = run(ours_src(), mb, qs, args.writes)
+        base = run(baseline_src(), mb, qs, args.baseline_writes)
+        reparse = statistics.median(
+            [timed(baseline_search, root, q) for q in qs[:args.reparse_queries]]) \
+            if args.reparse_queries else float("nan")
+        print(f"| {topics / 1e6:.1f} MB | {ours['build'] / 1000:.1f} / {base['build'] / 1000:.1f} s "
+              f"| {ours['warm']:.2f} / {base['warm']:.2f} ms "
+              f"| {ours['after']:.2f} / {base['after']:.2f} ms "
+              f"| {ours['after'] / ours['warm']:.1f}× "
+              f"| {ours['index_bytes'] / topics:.2f} / {base['index_bytes'] / topics:.2f} "
+              f"| {reparse:.0f} ms |", flush=True)
+    print(f"\nload average at end {load()}")
+
 
 def timed(fn, *args, **kw) -> float:
     t0 = time.perf_counter()
     fn(*args, **kw)
     return (time.perf_counter() - t0) * 1000
-
-
-def run(megabytes: float, queries: int, rounds: int, baseline_queries: int) -> dict:
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
-        root = Path(tmp) / "memory"
-        info = build(root, megabytes)
-        ws = SimpleNamespace(root=root, runtime_dir=root / ".scriptorium",
-                             sources=SourceArchive(root))
-        rnd = random.Random(11)
-        vocab = info["vocab"]
-        qs = [" ".join(rnd.sample(vocab[20:1500], rnd.randint(1, 3))) for _ in range(queries)]
-
-        index = SearchIndex.of(ws)
-        build_ms = timed(index.rebuild, False)
-        docs = index.count()
-        search(ws, qs[0])  # warm the process (imports, statements)
-
-        warm: list[float] = []
-        for _ in range(rounds):
-            for q in qs:
-                warm.append(timed(search, ws, q))
-
-        # After a small transaction: one file gains one paragraph; hook + query.
-        after: list[float] = []
-        hook: list[float] = []
-        topic_files = sorted((root / "topics").rglob("*.md"))
-        for i, q in enumerate(qs * rounds):
-            path = topic_files[(i * 7919) % len(topic_files)]
-            rel = path.relative_to(root).as_posix()
-            sid = "openprogram/s-0/n0"
-            bid = hashlib.sha256(f"new|{i}".encode()).hexdigest()[:8]
-            fid = "e-" + hashlib.sha256(f"new|{i}".encode()).hexdigest()[:10]
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(f"\nA new paragraph about {q} marker{i}x.[^{fid}] ^{bid}\n\n"
-                         f"[^{fid}]: Time: `2026-09-01`; Sources: [new]"
-                         f"(../../{v2_path(sid)}#{source_anchor(sid)})\n")
-            t0 = time.perf_counter()
-            update_index(ws, SimpleNamespace(changed_files=[rel]))
-            t1 = time.perf_counter()
-            hits = search(ws, q)
-            t2 = time.perf_counter()
-            assert hits, "the query must find something"
-            fresh = search(ws, f"marker{i}x")  # not timed: the new paragraph is searchable
-            assert [h.block_id for h in fresh] == [bid], "a fresh paragraph must be found"
-            hook.append((t1 - t0) * 1000)
-            after.append((t2 - t0) * 1000)
-
-        base: list[float] = []
-        for q in qs[:baseline_queries]:
-            base.append(timed(baseline_search, root, q))
-        index.close()
-        return {"mb": info["bytes"] / 1e6, "files": info["files"], "docs": docs,
-                "build_ms": build_ms, "warm": warm, "after": after, "hook": hook,
-                "base": base}
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="0.5,3.3,9.8", help="MB of topics, comma separated")
-    ap.add_argument("--queries", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--baseline-queries", type=int, default=5,
-                    help="queries timed for the (slow) baseline")
-    args = ap.parse_args()
-    rows = []
-    for mb in (float(x) for x in args.sizes.split(",")):
-        r = run(mb, args.queries, args.rounds, args.baseline_queries)
-        rows.append(r)
-        print(f"built {r['mb']:.2f} MB: {r['files']} topic files, {r['docs']} claims; "
-              f"index build {r['build_ms']:.0f} ms", file=sys.stderr)
-    med = statistics.median
-    print("| topics | claims | baseline: re-parse per query (median) | ours, warm (median / p95)"
-          " | ours after a write: hook + query (median / p95) | hook alone (median) "
-          "| ratio baseline / ours warm | ratio baseline / ours after write |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        p95 = lambda xs: sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]  # noqa: E731
-        print(f"| {r['mb']:.2f} MB | {r['docs']} | {med(r['base']):.0f} ms "
-              f"| {med(r['warm']):.2f} / {p95(r['warm']):.2f} ms "
-              f"| {med(r['after']):.2f} / {p95(r['after']):.2f} ms | {med(r['hook']):.2f} ms "
-              f"| {med(r['base']) / med(r['warm']):.0f}× "
-              f"| {med(r['base']) / med(r['after']):.0f}× |")
 
 
 if __name__ == "__main__":

@@ -22,17 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-OUT = HERE / "out"
-BASELINE_COMMIT = "6c50144"
+from workspaces import BASELINE_COMMIT, baseline_src, copy_workspace, load, ours_src
 
 CHILD = r'''
 import json, os, resource, sys, time
@@ -84,40 +80,10 @@ print(json.dumps({"rate": turns / elapsed, "batches": len(result.steps), "cold":
 '''
 
 
-def workspace(mb: float) -> Path:
-    """A cached memory workspace with ~``mb`` MB of topics and its git history."""
-    path = OUT / f"write-ws-{mb:g}mb"
-    if (path / ".done").exists():
-        return path
-    shutil.rmtree(path, ignore_errors=True)
-    sys.path.insert(0, str(HERE))
-    from bench_search import build  # noqa: E402  (same generator as the search benchmark)
-
-    build(path, mb)
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
-    for args in (["init", "-q", "--initial-branch=main"], ["add", "-A"],
-                 ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "seed"]):
-        subprocess.run(["git", *args], cwd=path, check=True, env=env)
-    (path / ".git" / "info" / "exclude").write_text("/.scriptorium*\n/.nativemem*\n")
-    (path / ".done").write_text("")
-    return path
-
-
-def baseline_src() -> Path:
-    path = OUT / f"baseline-{BASELINE_COMMIT}"
-    if not (path / "src").is_dir():
-        path.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", BASELINE_COMMIT, "src"],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
-    return path / "src"
-
-
 def run(src: Path, mb: float, turns: int, batch: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-write-") as tmp:
         home = Path(tmp)
-        shutil.copytree(workspace(mb), home / "memory", symlinks=True,
-                        ignore=shutil.ignore_patterns(".done"))
+        copy_workspace(mb, home / "memory")
         env = {**os.environ, "PYTHONPATH": str(src)}
         proc = subprocess.run([sys.executable, "-c", CHILD, str(home), str(turns), str(batch)],
                               env=env, capture_output=True, text=True)
@@ -133,17 +99,15 @@ def main() -> None:
     ap.add_argument("--baseline-turns", type=int, default=200,
                     help="turns written by the baseline (0: skip it)")
     args = ap.parse_args()
-    ours_src = REPO / "src"
-    print(f"python {sys.version.split()[0]}; load average at start "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; baseline = commit "
-          f"{BASELINE_COMMIT} (before this work)\n")
+    print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
+          f"commit {BASELINE_COMMIT} (before this work)\n")
     print("| topics | batch | ours turns/s | baseline turns/s | ours / baseline | ours cold "
           "first write | index growth / text | git growth / text |")
     print("|---|---|---|---|---|---|---|---|")
     rows = []
     for mb in (float(x) for x in args.sizes.split(",")):
         for batch in (16_000, 2_000):
-            ours = run(ours_src, mb, args.turns, batch)
+            ours = run(ours_src(), mb, args.turns, batch)
             base = run(baseline_src(), mb, args.baseline_turns, batch) \
                 if args.baseline_turns else None
             text = max(ours["topics_added"], 1)
@@ -154,7 +118,7 @@ def main() -> None:
                   end="")
             print(f"| {ours['cold'] * 1000:.0f} ms | {ours['index_added'] / text:.2f} "
                   f"| {ours['git_added'] / text:.2f} |", flush=True)
-    print(f"\nload average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"\nload average at end {load()}")
     by = {(mb, b): o["rate"] for mb, b, o, _ in rows}
     sizes = sorted({mb for mb, *_ in rows})
     for batch in (16_000, 2_000):

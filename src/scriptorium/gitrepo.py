@@ -222,11 +222,12 @@ class GitRepo:
         except OSError:
             return 0
 
-    def repack(self, *, everything: bool = False) -> None:
-        """Pack loose objects (each a whole compressed copy of a file version) into a pack
-        of deltas; ``everything`` merges every pack into one (deltas across all history)."""
+    def repack(self) -> None:
+        """Pack loose objects (each a whole compressed copy of a file version) as deltas,
+        merging packs geometrically (each pack at least twice the size of the next), so the
+        amortised cost stays small however long the history grows."""
         self.clear_stale_locks()
-        self._run(["repack", "-d", "-q", *(["-a"] if everything else [])])
+        self._run(["repack", "-d", "-q", "--geometric=2"])
 
     def log(self, limit: int = 50) -> list[dict]:
         if not self.exists or self.problem() is not None:

@@ -47,8 +47,7 @@ LEGACY_RUNTIME_NAME = ".nativemem"
 TOPICS_DIR = "topics"
 SOURCES_DIR = "sources"
 GENERATION_FILE = "generation"
-PACK_EVERY = 50   # commits between two packings of the history (see maintain_history)
-MAX_PACKS = 8
+PACK_EVERY = 20   # commits between two packings of the history (see maintain_history)
 WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
 GIT_EXCLUDE = ["/.scriptorium*", "/.nativemem*"]
 # Opening may have to wait for a crashed install's recovery or another opener's git init.
@@ -347,15 +346,15 @@ class Workspace:
 
         Git stores each commit's changed files whole (compressed) until they are packed as
         deltas; a topic that grows by a paragraph per write would cost its whole size per
-        write. Every ``PACK_EVERY`` commits the loose objects are packed; once there are more
-        than ``MAX_PACKS`` packs they are merged into one, so deltas span all of history."""
+        write. Every ``PACK_EVERY`` commits the loose objects are packed (and packs merged
+        geometrically, see ``GitRepo.repack``)."""
         path = self.runtime_dir / "history-commits"
         try:
             count = int(path.read_text(encoding="ascii")) + 1
         except (OSError, ValueError):
             count = 1
         if count >= PACK_EVERY:
-            self.git.repack(everything=self.git.pack_count() >= MAX_PACKS)
+            self.git.repack()
             count = 0
         atomic_write_text(path, f"{count}\n", durable=False)
 

@@ -1,0 +1,61 @@
+"""Inputs shared by the cost benchmarks: generated memory workspaces (cached under
+benchmarks/out/, gitignored, since a 50 MB one takes minutes to make) and the pre-change code
+extracted from git, so a baseline runs the old path in its own process on the same input."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+OUT = HERE / "out"
+# The last commit before the write path stopped growing with memory (issue 12).
+BASELINE_COMMIT = "6c50144"
+
+
+def cached_workspace(mb: float) -> Path:
+    """A memory workspace with ~``mb`` MB of topics citing archived turns, with git history."""
+    path = OUT / f"write-ws-{mb:g}mb"
+    if (path / ".done").exists():
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    sys.path.insert(0, str(HERE))
+    from bench_search import build  # noqa: E402  (one generator for every benchmark)
+
+    build(path, mb)
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (["init", "-q", "--initial-branch=main"], ["add", "-A"],
+                 ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "seed"]):
+        subprocess.run(["git", *args], cwd=path, check=True, env=env, capture_output=True)
+    (path / ".git" / "info" / "exclude").write_text("/.scriptorium*\n/.nativemem*\n")
+    (path / ".done").write_text("")
+    return path
+
+
+def copy_workspace(mb: float, dest: Path) -> Path:
+    shutil.copytree(cached_workspace(mb), dest, symlinks=True,
+                    ignore=shutil.ignore_patterns(".done"))
+    return dest
+
+
+def baseline_src() -> Path:
+    """``src/`` of BASELINE_COMMIT, extracted once into benchmarks/out/."""
+    path = OUT / f"baseline-{BASELINE_COMMIT}"
+    if not (path / "src").is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", BASELINE_COMMIT, "src"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
+    return path / "src"
+
+
+def ours_src() -> Path:
+    return REPO / "src"
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
