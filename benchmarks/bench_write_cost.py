@@ -14,7 +14,7 @@ The baseline is the code as it was before this work (commit BASELINE_COMMIT), ex
 job on the same input. Generated workspaces are cached under benchmarks/out/ (gitignored).
 
 Usage:
-    python benchmarks/bench_write_cost.py [--sizes 1,10,50] [--turns 1000] [--baseline-turns 200]
+    python benchmarks/bench_write_cost.py [--sizes 1,10,50] [--turns 1000] [--baseline-batches 2]
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1,10,50", help="MB of topics, comma separated")
     ap.add_argument("--turns", type=int, default=1000, help="turns written by ours")
-    ap.add_argument("--baseline-turns", type=int, default=200,
-                    help="turns written by the baseline (0: skip it)")
+    ap.add_argument("--baseline-batches", type=int, default=2,
+                    help="full batches written by the baseline (0: skip it)")
     args = ap.parse_args()
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
           f"commit {BASELINE_COMMIT} (before this work)\n")
@@ -108,8 +108,10 @@ def main() -> None:
     for mb in (float(x) for x in args.sizes.split(",")):
         for batch in (16_000, 2_000):
             ours = run(ours_src(), mb, args.turns, batch)
-            base = run(baseline_src(), mb, args.baseline_turns, batch) \
-                if args.baseline_turns else None
+            # The baseline writes the same full-size batches, only fewer of them.
+            per_batch = max(1, args.turns // max(1, ours["batches"]))
+            base = run(baseline_src(), mb, min(args.turns, args.baseline_batches * per_batch),
+                       batch) if args.baseline_batches else None
             text = max(ours["topics_added"], 1)
             rows.append((mb, batch, ours, base))
             print(f"| {mb:g} MB | {batch // 1000}k | {ours['rate']:.0f} "

@@ -213,3 +213,20 @@ def test_a_stage_left_by_a_dead_process_is_removed(ws, tmp_path):
     with ws.lock():
         ws.recover()
     assert not parked.exists()
+
+
+def test_a_new_process_starts_from_the_saved_catalog_and_parses_only_what_changed(ws):
+    TopicCatalog.of(ws).refresh().save()
+    hand = ws.root / "topics/area-1/t4.md"
+    hand.write_text(hand.read_text().replace("kiln", "furnace"))
+    fresh = TopicCatalog(ws.root, ws.sources, ws.runtime_dir).refresh()  # as a new process
+    assert fresh.parses == 1
+    again = TopicCatalog(ws.root, ws.sources).refresh()  # nothing saved: parses everything
+    assert [(s.path, s.sha, s.blocks) for s in fresh.summaries()] == \
+        [(s.path, s.sha, s.blocks) for s in again.summaries()]
+
+
+def test_a_damaged_saved_catalog_is_ignored(ws):
+    (ws.runtime_dir / catalog_mod.SAVED_FILE).write_text('{"version": 1, "files": [[1]]}')
+    fresh = TopicCatalog(ws.root, ws.sources, ws.runtime_dir).refresh()
+    assert fresh.parses == FILES and fresh.cited() == set(ws.ids[:FILES])

@@ -13,13 +13,18 @@ timestamp tick of when it was summarised ("racily clean") is also checked by con
 A transaction hands it the files it installed (:meth:`TopicCatalog.installed`), already
 parsed, so the next batch re-reads nothing.
 
+The summaries are saved in the runtime dir (``topic-catalog.json``) after a cold build and
+when the process exits, so a new process checks fingerprints instead of parsing everything.
+
 Footnotes whose target the archive could not resolve are resolved again when the archive's
 directories change (evidence archived later), as the search index does.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import json
 import os
 import stat
 import threading
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from ..fsutil import atomic_write_text
 from .topics import TopicDoc, parse_topic_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +47,9 @@ RACY_NS = 3_000_000_000
 RACY_FINE_NS = 100_000_000
 
 Fingerprint = tuple[int, int, int, int]
+SAVED_FILE = "topic-catalog.json"
+SAVED_VERSION = 1
+SAVE_AFTER = 64  # summaries learnt before the catalog is saved again (and at exit)
 
 
 def fingerprint(st: os.stat_result) -> Fingerprint:
@@ -127,9 +136,12 @@ class TopicCatalog:
     _instances: dict[str, "TopicCatalog"] = {}
     _instances_lock = threading.Lock()
 
-    def __init__(self, root: Path, sources: "SourceArchive"):
+    def __init__(self, root: Path, sources: "SourceArchive", runtime_dir: Path | None = None):
         self.root = Path(root)
         self.sources = sources
+        self.saved_path = Path(runtime_dir) / SAVED_FILE if runtime_dir is not None else None
+        self._loaded = False
+        self._unsaved = 0                     # summaries learnt since the last save
         self._lock = threading.RLock()
         self._files: dict[str, TopicSummary] = {}
         self._cited: Counter[str] = Counter()
@@ -145,7 +157,9 @@ class TopicCatalog:
         with cls._instances_lock:
             catalog = cls._instances.get(key)
             if catalog is None:
-                catalog = cls._instances[key] = cls(workspace.root, workspace.sources)
+                catalog = cls._instances[key] = cls(workspace.root, workspace.sources,
+                                                    workspace.runtime_dir)
+                atexit.register(catalog.save, only_if_changed=True)
             return catalog
 
     # -- keeping it current -------------------------------------------------------------
@@ -181,6 +195,9 @@ class TopicCatalog:
     def refresh(self) -> "TopicCatalog":
         """Re-read every topic file whose fingerprint (or, when racy, content) changed."""
         with self._lock:
+            if not self._loaded:
+                self._loaded = True
+                self._load_saved()
             now = time.time_ns()
             disk = self._walk()
             for rel in [r for r in self._files if r not in disk]:
@@ -202,7 +219,10 @@ class TopicCatalog:
                 self._put(summarize(parse_topic_bytes(data, rel, strict=False), self.sources,
                                     sha=sha, fp=fp, checked_ns=now))
                 self.parses += 1
+                self._unsaved += 1
             self._resolve_again()
+            if self._unsaved >= SAVE_AFTER:
+                self.save()
             return self
 
     def _resolve_again(self) -> None:
@@ -258,6 +278,7 @@ class TopicCatalog:
                     continue
                 self._put(summarize(doc, self.sources, sha=sha256(body), fp=fingerprint(st),
                                     checked_ns=now))
+                self._unsaved += 1
 
     def _put(self, summary: TopicSummary) -> None:
         self._drop(summary.path)
@@ -291,6 +312,44 @@ class TopicCatalog:
                         self._duplicates.discard(block_id)
                     if not paths:
                         del self._where[block_id]
+
+    # -- saved between processes ---------------------------------------------------------
+
+    def save(self, *, only_if_changed: bool = False) -> None:
+        """Write the summaries to ``<runtime>/topic-catalog.json`` so the next process starts
+        from them (each is still checked against its file's fingerprint before use)."""
+        if self.saved_path is None or (only_if_changed and not self._unsaved):
+            return
+        with self._lock:
+            files = [[s.path, s.sha, list(s.fp), s.checked_ns,
+                      [[b.id, b.ids, b.line, b.links, b.targets, b.refs, b.unresolved]
+                       for b in s.blocks]] for s in self._files.values()]
+            try:
+                atomic_write_text(self.saved_path, json.dumps(
+                    {"version": SAVED_VERSION, "files": files}, ensure_ascii=False,
+                    separators=(",", ":")), durable=False)
+                self._unsaved = 0
+            except OSError:
+                pass  # derived: the next process parses what it must
+
+    def _load_saved(self) -> None:
+        if self.saved_path is None:
+            return
+        try:
+            saved = json.loads(self.saved_path.read_bytes())
+            if saved.get("version") != SAVED_VERSION:
+                return
+            for path, sha, fp, checked, blocks in saved["files"]:
+                self._put(TopicSummary(path, sha, tuple(fp), checked, tuple(
+                    BlockSummary(i, tuple(ids), line, tuple(tuple(x) for x in links),
+                                 tuple(targets), tuple(refs), bool(unresolved))
+                    for i, ids, line, links, targets, refs, unresolved in blocks)))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            self._files.clear()
+            self._cited.clear()
+            self._where.clear()
+            self._linking.clear()
+            self._duplicates.clear()
 
     # -- answers --------------------------------------------------------------------------
 

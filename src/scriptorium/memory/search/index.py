@@ -28,6 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -81,12 +82,18 @@ _ROW_COLUMNS = ("kind, path, logical, line, block_id, claim, text, headings, dat
                 "source_id, version, speakers, speaker, trusted")
 
 
+@lru_cache(maxsize=4096)
+def _json(values: tuple[str, ...]) -> str:
+    """JSON of a short list; headings, dates and sources repeat across the claims of a file."""
+    return json.dumps(list(values), ensure_ascii=False)
+
+
 def _row(doc: Document) -> tuple:
     speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
         if doc.speakers else ""
     return (doc.kind, doc.path, logical_path(doc.path), doc.line, doc.block_id, doc.claim,
-            doc.text, json.dumps(doc.headings, ensure_ascii=False), json.dumps(doc.dates),
-            json.dumps(doc.sources, ensure_ascii=False), doc.source_id, doc.version, speakers,
+            doc.text, _json(tuple(doc.headings)), _json(tuple(doc.dates)),
+            _json(tuple(doc.sources)), doc.source_id, doc.version, speakers,
             doc.speaker, int(doc.trusted))
 
 
