@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import logging
 import os
 import stat
 import threading
@@ -51,6 +52,8 @@ SAVED_FILE = "topic-catalog.json"
 SAVED_VERSION = 1
 SAVE_AFTER = 64  # summaries learnt before the catalog is saved again (and at exit)
 
+log = logging.getLogger(__name__)
+
 
 def fingerprint(st: os.stat_result) -> Fingerprint:
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
@@ -66,6 +69,61 @@ def is_racy(fp: Fingerprint, checked_ns: int) -> bool:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def markdown_files(root: Path, top: str) -> dict[str, os.stat_result]:
+    """Every ``*.md`` under ``root/top`` reached without a symlink, with its lstat."""
+    out: dict[str, os.stat_result] = {}
+    try:
+        if not stat.S_ISDIR(os.lstat(os.path.join(root, top)).st_mode):
+            return out
+    except OSError:
+        return out
+    stack = [(os.path.join(root, top), top)]
+    while stack:
+        directory, rel = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                entry.name.encode("utf-8")
+            except UnicodeEncodeError:  # not a name a topic path or a link can hold
+                log.warning("skipping %s: its name is not valid UTF-8", os.fsencode(entry.path))
+                continue
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, f"{rel}/{entry.name}"))
+                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    out[f"{rel}/{entry.name}"] = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+    return out
+
+
+def sources_signature(root: Path) -> tuple[tuple[str, int], ...]:
+    """The mtimes of ``sources/``, its provider and ``_v2`` directories. The archive replaces
+    files by rename, so any archive write changes one of them: a few ``stat`` calls tell
+    whether citations that did not resolve are worth resolving again."""
+    base = os.path.join(root, "sources")
+    out: list[tuple[str, int]] = []
+    try:
+        out.append(("", os.lstat(base).st_mtime_ns))
+        entries = list(os.scandir(base))
+    except OSError:
+        return tuple(out)
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                out.append((entry.name, entry.stat(follow_symlinks=False).st_mtime_ns))
+                out.append((entry.name + "/_v2",
+                            os.lstat(os.path.join(entry.path, "_v2")).st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)
@@ -164,34 +222,6 @@ class TopicCatalog:
 
     # -- keeping it current -------------------------------------------------------------
 
-    def _walk(self) -> dict[str, os.stat_result]:
-        """Every regular ``topics/**.md`` reached without a symlink, with its lstat."""
-        out: dict[str, os.stat_result] = {}
-        base = self.root / "topics"
-        try:
-            if not stat.S_ISDIR(os.lstat(base).st_mode):
-                return out
-        except OSError:
-            return out
-        stack = [(str(base), "topics")]
-        while stack:
-            directory, rel = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except OSError:
-                continue
-            for entry in entries:
-                try:
-                    if entry.is_symlink():
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((entry.path, f"{rel}/{entry.name}"))
-                    elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                        out[f"{rel}/{entry.name}"] = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-        return out
-
     def refresh(self) -> "TopicCatalog":
         """Re-read every topic file whose fingerprint (or, when racy, content) changed."""
         with self._lock:
@@ -199,7 +229,7 @@ class TopicCatalog:
                 self._loaded = True
                 self._load_saved()
             now = time.time_ns()
-            disk = self._walk()
+            disk = markdown_files(self.root, "topics")
             for rel in [r for r in self._files if r not in disk]:
                 self._drop(rel)
             for rel, st in disk.items():
@@ -227,7 +257,7 @@ class TopicCatalog:
 
     def _resolve_again(self) -> None:
         """Footnotes that did not resolve may resolve now that more evidence is archived."""
-        signature = self._sources_signature()
+        signature = sources_signature(self.root)
         if signature == self._sources_seen:
             return
         self._sources_seen = signature
@@ -240,26 +270,6 @@ class TopicCatalog:
                                            unresolved))
             self._put(TopicSummary(summary.path, summary.sha, summary.fp, summary.checked_ns,
                                    tuple(blocks)))
-
-    def _sources_signature(self) -> tuple:
-        """mtimes of ``sources/``, its provider and ``_v2`` directories: the archive writes
-        by rename, so any new evidence moves one of them."""
-        base = self.root / "sources"
-        out: list[tuple[str, int]] = []
-        try:
-            out.append(("", os.lstat(base).st_mtime_ns))
-            entries = list(os.scandir(base))
-        except OSError:
-            return tuple(out)
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    out.append((entry.name, entry.stat(follow_symlinks=False).st_mtime_ns))
-                    out.append((entry.name + "/_v2",
-                                os.lstat(os.path.join(entry.path, "_v2")).st_mtime_ns))
-            except OSError:
-                continue
-        return tuple(sorted(out))
 
     def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None]) -> None:
         """Learn what a transaction just installed (``None``: the file was deleted), without

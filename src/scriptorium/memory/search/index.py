@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...errors import ScriptoriumError
+from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive, parse_v2, read_legacy, read_text
 from ..topics import parse_topic
 from ..workspace import read_generation
@@ -337,41 +338,6 @@ class SearchIndex:
 
     # -- what is on disk --------------------------------------------------------------------
 
-    def _walk(self, kind: str) -> dict[str, os.stat_result]:
-        """Every ``*.md`` under ``topics/`` (or ``sources/``) reached without a symlink."""
-        top = _TOP[kind]
-        base = self.root / top
-        out: dict[str, os.stat_result] = {}
-        try:
-            if stat.S_ISLNK(os.lstat(base).st_mode):
-                return out
-        except OSError:
-            return out
-        stack = [(base, top)]
-        while stack:
-            directory, rel = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except OSError:
-                continue
-            for entry in entries:
-                try:
-                    entry.name.encode("utf-8")
-                except UnicodeEncodeError:  # not a name a topic path or a link can hold
-                    log.warning("search skips %s: its name is not valid UTF-8",
-                                os.fsencode(entry.path))
-                    continue
-                try:
-                    if entry.is_symlink():
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((Path(entry.path), f"{rel}/{entry.name}"))
-                    elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                        out[f"{rel}/{entry.name}"] = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-        return out
-
     def _sync_rows(self, conn: sqlite3.Connection) -> None:
         """Reload the fingerprint table when another connection committed since we read it."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -388,7 +354,7 @@ class SearchIndex:
         kinds = tuple(kinds)
         disk: dict[str, os.stat_result] = {}
         for kind in kinds:
-            disk.update(self._walk(kind))
+            disk.update(markdown_files(self.root, _TOP[kind]))
         todo: list[str] = []
         settled: list[str] = []
         now = time.time_ns()
@@ -440,7 +406,7 @@ class SearchIndex:
             conn = self.connection()
             self._sync_rows(conn)
             wanted = {p for p in (str(p).replace(os.sep, "/") for p in paths) if _kind_of(p)}
-            signature = self._sources_signature()
+            signature = sources_signature(self.root)
             if signature != self._sources_seen:  # something was archived since: look again
                 wanted |= {rel for rel, row in self._files.items() if row.unresolved}
             indexed = self._indexed_kinds(conn) | {"topic"}  # sources: only once asked for
@@ -463,27 +429,6 @@ class SearchIndex:
                     and generation == self._generation + 1:
                 self._generation = generation  # the one install since we looked: this one
             return done
-
-    def _sources_signature(self) -> tuple[tuple[str, int], ...]:
-        """The mtimes of ``sources/`` and its provider and ``_v2`` directories. The archive
-        replaces files by rename, so any archive write changes one of them; a few ``stat``
-        calls tell whether unresolved citations are worth resolving again."""
-        base = self.root / "sources"
-        out: list[tuple[str, int]] = []
-        try:
-            out.append(("", os.lstat(base).st_mtime_ns))
-            entries = list(os.scandir(base))
-        except OSError:
-            return tuple(out)
-        for entry in entries:
-            try:
-                if not entry.is_dir(follow_symlinks=False):
-                    continue
-                out.append((entry.name, entry.stat(follow_symlinks=False).st_mtime_ns))
-                out.append((entry.name + "/_v2", os.lstat(Path(entry.path) / "_v2").st_mtime_ns))
-            except OSError:
-                continue
-        return tuple(sorted(out))
 
     def rebuild(self, include_sources: bool | None = None) -> int:
         """Drop the index and build it again from the files. Returns the documents indexed.
