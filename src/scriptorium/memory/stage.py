@@ -13,7 +13,9 @@ content moved since (the topic catalog knows their hashes), and hands it to the 
 What the writer changed is found without reading every file: each staged file is written by
 us with its mtime set to a fixed sentinel, and its fingerprint (mtime, ctime, size, inode) is
 recorded. Any write through the filesystem sets mtime to the current time and moves ctime; a
-rename brings a new inode. A file whose fingerprint differs is read and compared by hash.
+rename brings a new inode. A file whose fingerprint differs, or that we staged less than one
+timestamp tick ago (a same-tick edit that also restored the mtime would keep it), is read
+and compared by hash.
 
 A stage in use is a ``tx-*`` directory (the install journal may name it); a parked one is
 renamed ``stage-<pid>``. Both hold an ``owner.json`` naming this process, so a crash leaves
@@ -27,13 +29,14 @@ import os
 import shutil
 import stat
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..fsutil import atomic_write_json
-from .catalog import Fingerprint, TopicCatalog, fingerprint, sha256
+from .catalog import RACY_FINE_NS, Fingerprint, TopicCatalog, fingerprint, sha256
 
 if TYPE_CHECKING:  # pragma: no cover
     from .workspace import Workspace
@@ -115,6 +118,7 @@ class Stage:
                                        "and written by the runtime)")
         seen: set[str] = set()
         out: dict[str, bytes | None] = {}
+        now = time.time_ns()
         stack = [(str(topics), "topics")]
         while stack:
             directory, rel_dir = stack.pop()
@@ -130,8 +134,8 @@ class Stage:
                 seen.add(rel)
                 fp = fingerprint(entry.stat(follow_symlinks=False))
                 known = self.files.get(rel)
-                if known is not None and known[0] == fp:
-                    continue
+                if known is not None and known[0] == fp and fp[1] + RACY_FINE_NS < now:
+                    continue  # (a file we staged within one ctime tick is checked by content)
                 with open(entry.path, "rb") as fh:
                     data = fh.read()
                 if known is not None and known[1] == sha256(data):
