@@ -76,6 +76,7 @@ def build(root: Path, megabytes: float, seed: int = 7) -> dict:
     total = 0
     session, turn = 0, 0
     records: dict[str, list[SourceRecord]] = {}
+    used: set[str] = set()
     file_no = 0
     while total < target:
         area = f"area-{file_no % 12}"
@@ -104,6 +105,9 @@ def build(root: Path, megabytes: float, seed: int = 7) -> dict:
                 if turn >= TURNS_PER_SESSION:
                     session, turn = session + 1, 0
             bid = hashlib.sha256(f"{rel}|{size}|{len(lines)}".encode()).hexdigest()[:8]
+            while bid in used:  # 8 hex digits collide at this many blocks: keep ids unique
+                bid = hashlib.sha256(bid.encode()).hexdigest()[:8]
+            used.add(bid)
             lines += [" ".join(claims) + f" ^{bid}", ""] + defs + [""]
             size = sum(len(x) + 1 for x in lines)
         text = "\n".join(lines)

@@ -29,7 +29,7 @@ from .v2 import V2Parse, append_separator, check_record, parse_v2, read_text, re
 
 # Parsed archive files kept (least recently used dropped): a write --all over thousands of
 # sessions must not hold every session's archive in memory.
-MAX_CACHED_FILES = 1024
+MAX_CACHED_FILES = 64
 
 
 class SourceArchiveError(CorruptFile):
