@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from ..errors import ScriptoriumError
 from ..fsutil import atomic_write_text
 from .topics import TopicDoc, parse_topic_bytes
 
@@ -339,7 +340,7 @@ class TopicCatalog:
                     {"version": SAVED_VERSION, "files": files}, ensure_ascii=False,
                     separators=(",", ":")), durable=False)
                 self._unsaved = 0
-            except OSError:
+            except (OSError, ScriptoriumError):  # e.g. a symlinked runtime dir is refused
                 pass  # derived: the next process parses what it must
 
     def _load_saved(self) -> None:
