@@ -30,6 +30,15 @@ RACY_NS = 100_000_000
 StatKey = tuple[int, int, int]
 
 
+def _graph_key(node: Node) -> tuple:
+    """What a node contributes to the shape of lines (a mark changes none of it)."""
+    md = node.metadata
+    covers = md.get("covers_ids")
+    return (node.id, node.seq, node.role, node.name, node.caller, node.predecessor,
+            md.get("rewound"), tuple(covers) if isinstance(covers, list) else covers,
+            md.get("spawn_branch_root"), md.get("source"), md.get("display"), md.get("name"))
+
+
 class SessionIndex:
     """In-memory view of one session directory; always rebuildable from disk."""
 
@@ -58,6 +67,8 @@ class SessionIndex:
         self._first_conv_seq: int | None = None
         self._root_memo: dict[str, str] = {}
         self.max_seq = -1
+        # bumped whenever a node's place in the graph may have changed (lines are cached on it)
+        self.generation = 0
         # counters for tests and benchmarks
         self.scans = 0
         self.parses = 0
@@ -164,6 +175,8 @@ class SessionIndex:
     def _put(self, name: str, key: StatKey, node: Node) -> None:
         old = self.files.get(name)
         self.files[name] = (key, node)
+        if old is None or _graph_key(old[1]) != _graph_key(node):
+            self.generation += 1
         owner = self.file_of.get(node.id)
         if owner is not None and owner != name:
             # Two files claim one id: keep the earliest by (seq, name); shape is rebuilt.
@@ -235,6 +248,7 @@ class SessionIndex:
 
     def _drop(self, name: str) -> None:
         _, node = self.files.pop(name)
+        self.generation += 1
         self._racy.pop(name, None)
         self._forget_id(node.id, name)
         self.max_seq = max((n.seq for _, n in self.files.values()), default=-1)

@@ -29,6 +29,7 @@ from .checks import Added, check_new_session_id, check_same
 from .errors import AppendRefused, HeadRefused, NodeNotFound, SessionNotFound
 from .events import RESERVED_SESSION_ID, HeadMoveLog
 from .forks import ForkOps
+from .lines import LineOps
 from .index import SessionIndex
 from .node import CHAIN_CALLERS, ROOT, Node, new_id, node_from_message, parse_node
 
@@ -54,7 +55,7 @@ class _Op:
     warnings: list[str] = field(default_factory=list)
 
 
-class SessionStore(ForkOps):
+class SessionStore(ForkOps, LineOps):
     """All sessions under ``root`` (= ``<home>/sessions``)."""
 
     lock_timeout: float = 60.0
@@ -68,6 +69,7 @@ class SessionStore(ForkOps):
         self._flocks: dict[str, FileLock] = {}
         self._guard = threading.Lock()
         self._listeners: list[HeadListener] = []
+        self._lines = LineOps.new_cache()
 
     @classmethod
     def from_home(cls, home: Path, **kw: Any) -> "SessionStore":
