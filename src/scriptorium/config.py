@@ -26,12 +26,18 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     return Path.home() / ".scriptorium"
 
 
+SIDE_BRANCHES = ("conversation", "threshold", "all")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob, with its default. Field names match ``SCRIPTORIUM_<NAME>`` env vars."""
 
     trigger_tokens: int = 16_000
     idle_allowance_seconds: float = 3600.0
+    # which off-head branches the session-boundary write takes below the threshold:
+    # "conversation" (a line somebody went down, or a sub-agent's), "threshold", "all"
+    side_branches: str = "conversation"
     watcher_idle_seconds: float = 1800.0
     watcher_interval_seconds: float = 10_800.0  # the safety-net poll; moves are told
     writer_kind: str = "embedded"
@@ -48,6 +54,7 @@ class Settings:
 _TOML_KEYS = {
     ("memory", "trigger_tokens"): "trigger_tokens",
     ("memory", "idle_allowance_seconds"): "idle_allowance_seconds",
+    ("memory", "side_branches"): "side_branches",
     ("watcher", "idle_seconds"): "watcher_idle_seconds",
     ("watcher", "interval_seconds"): "watcher_interval_seconds",
     ("writer", "kind"): "writer_kind",
@@ -131,6 +138,9 @@ def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
         if value is not None:
             values[name] = _coerce(name, value, "arguments")
     settings = replace(Settings(), **values)
+    if settings.side_branches not in SIDE_BRANCHES:
+        raise InvalidInput(f"unknown side_branches {settings.side_branches!r} "
+                           f"({', '.join(SIDE_BRANCHES)})")
     if settings.writer_kind not in ("embedded", "llm"):
         raise InvalidInput(f"unknown writer kind {settings.writer_kind!r} (embedded or llm)")
     return settings

@@ -94,9 +94,10 @@ def test_only_the_oldest_batch_is_marked(home):
     assert marked(mem.store, "s", mem.workspace_id) == {"m0", "m1"}
 
 
-def test_a_forced_write_takes_the_head_first_and_a_short_abandoned_branch_waits(home):
+def test_a_forced_write_takes_the_head_first_and_under_the_threshold_policy_a_short_branch_waits(
+        home):
     writer = RecordingWriter()
-    mem = open_memory(home, writer, trigger_tokens=10)
+    mem = open_memory(home, writer, trigger_tokens=10, side_branches="threshold")
     mem.store.create_session("s")
     chain(mem.store, "s", ["m0", "m1"], words=2)
     chain(mem.store, "s", ["long0", "long1"], after="m1", words=10)  # 20 tokens

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..errors import NotFound, ScriptoriumError
+from ..errors import InvalidInput, NotFound, ScriptoriumError
 from .app import App, command, memory, output
 
 
@@ -32,7 +32,11 @@ def _human_hits(data: dict[str, Any]) -> str:
         where = f"{hit['path']}#^{hit['block_id']}" if hit.get("block_id") else \
             f"{hit['path']} ({hit.get('source_id')})"
         when = f" [{', '.join(hit['dates'])}]" if hit.get("dates") else ""
-        lines.append(f"{hit['score']:.4g}  {where}{when}\n    {hit['text']}")
+        branch = ""
+        if "branch" in hit:
+            note = f": {hit['branch_note']}" if hit.get("branch_note") else ""
+            branch = f"  ({hit['branch']}{note})"
+        lines.append(f"{hit['score']:.4g}  {where}{when}{branch}\n    {hit['text']}")
         if hit["kind"] == "claim" and hit["sources"]:
             lines.append("    cites: " + ", ".join(hit["sources"]))
     return "\n".join(lines)
@@ -52,22 +56,32 @@ def _human_hits(data: dict[str, Any]) -> str:
 @click.option("--method", type=click.Choice(["bm25", "embedding", "hybrid"]), default="bm25",
               show_default=True,
               help="embedding/hybrid need a local embedding model (optional extra).")
+@click.option("--session", default=None,
+              help="Read as a reader in this conversation: each hit says on_line, "
+                   "alternative (another branch, with its fork point) or elsewhere; "
+                   "alternatives rank below hits on the reader's line.")
+@click.option("--head", default=None, help="The reader's tip in --session (default: its head).")
 def search_cmd(app: App, query: str, top_k: int, path_prefix: str | None, since: str | None,
                until: str | None, speaker: str | None, include_sources: bool,
-               method: str) -> None:
+               method: str, session: str | None, head: str | None) -> None:
     """Search memory for QUERY: topic claims (and, with --sources, archived turns)."""
     from ..memory.search import search
     from ..memory.search.query import check_arguments
+    from ..memory.provenance import BranchReader
 
     ws = _workspace(app, create=False)
     if ws is None:  # no memory yet: still refuse bad arguments, then report nothing found
         check_arguments(query, top_k=top_k, path_prefix=path_prefix, since=since, until=until,
                         speaker=speaker, include_sources=include_sources, method=method)
+        if session is not None:
+            BranchReader(app.store(), session, head)  # unknown session or tip: exit 3
+        elif head is not None:
+            raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
         hits = []
     else:
         hits = search(ws, query, top_k=top_k, path_prefix=path_prefix, since=since,
                       until=until, speaker=speaker, include_sources=include_sources,
-                      method=method)
+                      method=method, session=session, head=head, store=app.store())
     output(app, {"hits": [h.to_dict() for h in hits]}, _human_hits)
 
 
@@ -137,3 +151,17 @@ def reorganize_cmd(app: App, writer: str) -> None:
         return "\n".join(lines)
 
     output(app, report.to_dict(), human)
+
+
+@command(memory, "context")
+@click.argument("session_id")
+@click.option("--head", default=None, help="The branch tip to read at (default: the head).")
+@click.option("--budget", type=int, default=None,
+              help="Token budget of the block (default 800; offline token count).")
+def context_cmd(app: App, session_id: str, head: str | None, budget: int | None) -> None:
+    """The memory a model on that branch should see now, as one Markdown block: claims
+    relevant to its recent turns, on-line first, alternatives labelled, each with its id."""
+    from .write_cmds import open_memory
+
+    ctx = open_memory(app).context(session_id, head, budget=budget)
+    output(app, ctx.to_dict(), lambda d: d["markdown"].rstrip("\n"))

@@ -25,6 +25,21 @@ def _progress(app: App, total: int):
     return Progress(transient=True, console=None)
 
 
+REASONS = {"below_threshold": "below the threshold", "rejected_reply": "a rejected reply "
+           "(retried reply only): waits for the threshold", "failure": "the write failed",
+           "session_boundary": "waits for the session-boundary write",
+           "archived_branch": "archived branch"}
+
+
+def pending_lines(pending: list[dict]) -> list[str]:
+    """The text view of what a session still owes after a write."""
+    if not pending:
+        return ["  nothing pending"]
+    return [f"  still pending on {'the head' if p['head'] else 'branch'} {p['tip']}: "
+            f"{p['pending_turns']} turn(s), {p['pending_tokens']} tokens — "
+            f"{REASONS.get(p['reason'], p['reason'])}" for p in pending]
+
+
 @command(memory, "write")
 @click.argument("session_ids", nargs=-1)
 @click.option("--all", "all_sessions", is_flag=True, help="Write every session.")
@@ -67,6 +82,7 @@ def write_cmd(app: App, session_ids: tuple[str, ...], all_sessions: bool, force:
             state = (f"FAILED {row['failure']['reason_code']}: {row['failure']['message']}"
                      if row["failure"] else f"{len(row['marked'])} turn(s) written")
             lines.append(f"{row['session_id']}: {row['batches']} batch(es), {state}")
+            lines += pending_lines(row.get("pending") or [])
         return "\n".join(lines) or "no sessions"
 
     output(app, data, human)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..config import Settings, load_settings, resolve_home
 from ..errors import ScriptoriumError
@@ -31,9 +31,14 @@ from .citations import cited_sources
 from .failures import Failure, classify
 from .records import (MARK_KEY, Record, first_batch, is_record, message_text, records,
                       total_tokens)
+from .side_branches import (ARCHIVED, AT_BOUNDARY, BELOW_THRESHOLD, FAILURE, PendingBranch,
+                            side_branch_due)
 from .sources import SourceRecord
 from .workspace import Workspace
 from .writers import WriteRequest, Writer, make_writer, run_writer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import MemoryContext
 
 WRITE_LOCK_TIMEOUT = 1.0
 
@@ -59,6 +64,8 @@ class SessionResult:
     steps: list[StepResult] = field(default_factory=list)
     failure: Failure | None = None
     note: str = ""
+    # what the session still owes after the write (filled by Memory.write), and why
+    pending: list[PendingBranch] | None = None
 
     @property
     def marked(self) -> list[str]:
@@ -78,7 +85,9 @@ class SessionResult:
                 "marked": self.marked, "changed_files": self.changed_files,
                 "failure": self.failure.to_dict() if self.failure else None,
                 **({"note": self.note} if self.note else {}),
-                **({"warnings": warnings} if warnings else {})}
+                **({"warnings": warnings} if warnings else {}),
+                **({"pending": [p.to_dict() for p in self.pending]}
+                   if self.pending is not None else {})}
 
 
 class Memory:
@@ -247,8 +256,10 @@ class Memory:
 
     def write_session(self, session_id: str) -> SessionResult:
         """Session-boundary path (forced): the head branch whatever it holds, then every other
-        live tip whose pending work qualifies (:meth:`branch_qualifies`). Shared prefixes are
-        written once, because each walk stops at the marks the earlier branches left."""
+        live tip the ``side_branches`` policy says is due (:meth:`branch_qualifies`; default:
+        a line somebody went down or a sub-agent's branch, whatever it holds; a retried reply
+        only once it reaches the threshold). Shared prefixes are written once, because each
+        walk stops at the marks the earlier branches left."""
         out = SessionResult(session_id)
         self.migrate_if_needed()
         for index, tip in enumerate(self.live_tips(session_id)):
@@ -257,10 +268,11 @@ class Memory:
         return out
 
     def branch_qualifies(self, session_id: str, tip: str | None) -> bool:
-        """Whether the branch ending at ``tip`` is due off the head: its pending tokens reach
-        the threshold (a one-turn retry is a rejected reply and waits)."""
+        """Whether the branch ending at ``tip`` is due off the head under the
+        ``side_branches`` policy (:meth:`side_branch_due`: by default a line somebody went
+        down or a sub-agent's branch; a one-turn retry is a rejected reply and waits)."""
         pending = self.pending(session_id, tip)
-        return bool(pending) and total_tokens(pending) >= self.settings.trigger_tokens
+        return bool(pending) and self.side_branch_due(session_id, tip, pending)[0]
 
     def write_branch(self, session_id: str, tip: str) -> SessionResult:
         """Write the branch ending at ``tip`` if it qualifies: for a branch the head just left
@@ -278,7 +290,7 @@ class Memory:
             pending = self.pending(session_id, tip)
             if not pending:
                 return True
-            if not force and total_tokens(pending) < self.settings.trigger_tokens:
+            if not force and not self.side_branch_due(session_id, tip, pending)[0]:
                 return True
             step = self.write_batch(session_id, first_batch(
                 pending, self.settings.trigger_tokens), tip)
@@ -298,6 +310,11 @@ class Memory:
                 result = self.write_session(sid) if force else self.write_turn(sid)
             except ScriptoriumError as exc:
                 result = SessionResult(sid, failure=classify(exc))
+            try:
+                result.pending = self.still_pending(sid, boundary=force,
+                                                    failed=result.failure is not None)
+            except ScriptoriumError:
+                result.pending = None  # the failure above already says why
             results.append(result)
             if progress:
                 progress(sid)
@@ -321,6 +338,64 @@ class Memory:
         if write:
             out["writes"] = [r.to_dict() for r in
                              self.write(result.changed_sessions, force=True)]
+        return out
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def search(self, query: str, *, session: str | None = None, head: str | None = None,
+               **options: Any) -> list[search.Hit]:
+        """:func:`scriptorium.memory.search.search` over this home; with ``session`` (and
+        optionally ``head``) every hit says whether it is on the reader's line."""
+        return search.search(self.workspace, query, session=session, head=head,
+                             store=self.store, **options)
+
+    def context(self, session_id: str, head: str | None = None, *,
+                budget: int | None = None) -> "MemoryContext":
+        """The memory a model on that branch should see now, as one Markdown block within
+        ``budget`` tokens (see :mod:`.context`)."""
+        from .context import DEFAULT_BUDGET, memory_context
+
+        return memory_context(self.workspace, self.store, session_id, head,
+                              DEFAULT_BUDGET if budget is None else budget)
+
+    # -- side branches -------------------------------------------------------------------
+
+    def side_branch_due(self, session_id: str, tip: str | None,
+                        pending: list[Record]) -> tuple[bool, str]:
+        """Is the off-head branch ending at ``tip`` due at the session boundary? (see
+        :mod:`.side_branches`; the reason says why not)."""
+        head = self.store.head(session_id)
+        if head is None or tip is None:
+            return True, ""
+        head_line = self.store.line(session_id, head).nodes
+        divergence = self.store.divergences(session_id, head, [tip]).get(tip)
+        return side_branch_due(pending, head_line, divergence, self.settings.side_branches,
+                               self.settings.trigger_tokens)
+
+    def still_pending(self, session_id: str, *, boundary: bool = True,
+                      failed: bool = False) -> list[PendingBranch]:
+        """Every branch (archived ones too) that still owes turns, with why it waits: as
+        the next write of the given kind (``boundary``: forced) would see it."""
+        head = self.store.head(session_id)
+        out: list[PendingBranch] = []
+        rows = {row["tip"]: row for row in self.store.list_branches(session_id)}
+        for tip, row in rows.items():
+            pending = self.pending(session_id, tip)
+            if not pending:
+                continue
+            is_head = tip == head
+            if failed:
+                reason = FAILURE
+            elif row.get("archived"):
+                reason = ARCHIVED
+            elif is_head:
+                reason = BELOW_THRESHOLD
+            elif not boundary:
+                reason = AT_BOUNDARY
+            else:
+                reason = self.side_branch_due(session_id, tip, pending)[1] or BELOW_THRESHOLD
+            out.append(PendingBranch(tip, is_head, [r.node_id for r in pending],
+                                     total_tokens(pending), reason))
         return out
 
     # -- migration hook ------------------------------------------------------------------

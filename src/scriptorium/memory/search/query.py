@@ -10,13 +10,18 @@ import json
 import logging
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ...errors import InvalidInput
 from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
 from .index import SPEAKER_SEP, SearchIndex, SearchIndexUnavailable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...sessions import SessionStore
+    from ..provenance import BranchReader, Provenance
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +32,11 @@ MAX_TERMS = 64
 # CJK grams.
 BM25_WEIGHTS = (1.0, 0.5, 0.5, 1.0)
 FUSION_DEPTH = 50  # how deep each ranking goes before fusion
+# Branch-aware search: how many candidates are classified, and how much an `alternative`
+# hit (said on another branch of the reader's conversation) is discounted: it still ranks
+# first when it is more than twice as relevant as anything on the reader's line.
+BRANCH_DEPTH = 40
+ALTERNATIVE_WEIGHT = 0.5
 
 
 @dataclass
@@ -47,6 +57,12 @@ class Hit:
     trusted: bool = True
     source_id: str | None = None
     speaker: str = ""
+    # set by a branch-aware search (session=...): on_line / alternative / elsewhere
+    provenance: "Provenance | None" = None
+
+    @property
+    def branch(self) -> str | None:
+        return self.provenance.branch if self.provenance else None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -59,6 +75,8 @@ class Hit:
         else:
             out["source_id"] = self.source_id
             out["speaker"] = self.speaker
+        if self.provenance is not None:
+            out.update(self.provenance.to_dict())
         return out
 
 
@@ -273,7 +291,8 @@ def check_arguments(query: str, *, top_k: int = 5, path_prefix: str | None = Non
 def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | None = None,
            since: str | None = None, until: str | None = None, speaker: str | None = None,
            include_sources: bool = False, method: str = "bm25",
-           embedder: Embedder | None = None) -> list[Hit]:
+           embedder: Embedder | None = None, session: str | None = None,
+           head: str | None = None, store: "SessionStore | None" = None) -> list[Hit]:
     """Search memory: the ``top_k`` best topic claims (and archived turns when
     ``include_sources``) for ``query``.
 
@@ -283,28 +302,62 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
     timestamp), ``speaker`` (archived turns only: id, display name or label, any case).
     ``method``: ``bm25`` (default), ``embedding`` or ``hybrid`` (reciprocal-rank fusion of
     both); the last two need the optional local embedding model (else EMBEDDING_UNAVAILABLE).
+
+    Branch-aware (``session``, optionally ``head``: default the session's head): every hit
+    carries its provenance for a reader at that tip (``on_line`` / ``alternative`` /
+    ``elsewhere``) and alternatives rank below the others of similar relevance (see
+    :mod:`scriptorium.memory.provenance`). ``store`` defaults to the home's session store
+    (the workspace's sibling ``sessions/``). Unknown session or tip: NotFound.
     """
     filters, match = check_arguments(
         query, top_k=top_k, path_prefix=path_prefix, since=since, until=until,
         speaker=speaker, include_sources=include_sources, method=method)
+    reader = None
+    if session is not None:
+        reader = branch_reader(workspace, session, head, store)
+    elif head is not None:
+        raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
-
+    depth = top_k if reader is None else min(MAX_TOP_K, max(BRANCH_DEPTH, 3 * top_k))
     index = SearchIndex.of(workspace)
     try:
         try:
-            ranked = _run(index, method, query, match, filters, top_k, include_sources,
+            ranked = _run(index, method, query, match, filters, depth, include_sources,
                           embedder)
         except sqlite3.DatabaseError as exc:  # damaged under us: it is derived, so rebuild once
             log.warning("search index %s unusable (%s); rebuilding", index.path, exc)
             index.discard()
-            ranked = _run(index, method, query, match, filters, top_k, include_sources,
+            ranked = _run(index, method, query, match, filters, depth, include_sources,
                           embedder)
     except (sqlite3.Error, OSError) as exc:  # a full disk, an unwritable or odd index path
         raise SearchIndexUnavailable(
             f"search index {index.path} cannot be used ({type(exc).__name__}: {exc}); "
             f"free disk space, or remove that path so it is rebuilt") from None
-    return [_hit(row, score) for row, score in ranked]
+    hits = [_hit(row, score) for row, score in ranked]
+    return hits if reader is None else prefer_line(reader, hits)[:top_k]
+
+
+def branch_reader(workspace: Any, session: str, head: str | None,
+                  store: "SessionStore | None" = None) -> "BranchReader":
+    """A reader at (session, head) over the home the workspace belongs to."""
+    from ...sessions import SessionStore
+    from ..provenance import BranchReader
+
+    if store is None:
+        store = SessionStore(Path(workspace.root).parent / "sessions")
+    return BranchReader(store, session, head)
+
+
+def prefer_line(reader: "BranchReader", hits: list[Hit]) -> list[Hit]:
+    """Classify ``hits`` for ``reader`` and re-rank: an alternative counts at
+    ``ALTERNATIVE_WEIGHT`` of its relevance (stable for equal weights)."""
+    from ..provenance import ALTERNATIVE
+
+    for hit, prov in zip(hits, reader.classify_many([h.sources for h in hits])):
+        hit.provenance = prov
+    return sorted(hits, key=lambda h: -h.score * (
+        ALTERNATIVE_WEIGHT if h.branch == ALTERNATIVE else 1.0))
 
 
 def _run(index: SearchIndex, method: str, query: str, match: str, filters: Filters, top_k: int,
