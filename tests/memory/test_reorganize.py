@@ -198,7 +198,7 @@ def _four_blocks(ws: Workspace) -> list[str]:
 def _dropping(n: int):
     """An organizer that deletes the first ``n`` paragraphs (and their definitions)."""
 
-    def organize(stage: Path, workspace) -> Organized:
+    def organize(stage: Path, workspace, **_options) -> Organized:
         path = stage / "topics/a.md"
         chunks = path.read_text().split("\n\n")
         out, dropped = [], 0

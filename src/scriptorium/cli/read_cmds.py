@@ -134,7 +134,7 @@ def reorganize_cmd(app: App, writer: str) -> None:
     from ..memory.reorganize import reorganize
 
     ws = _workspace(app, create=True)
-    report = reorganize(ws, writer_kind=writer, settings=app.settings())
+    report = reorganize(ws, writer_kind=writer, settings=app.settings(), store=app.store())
 
     def human(d: dict[str, Any]) -> str:
         lines = [f"reorganize ({d['writer']}): {d['status']}, {d['before_blocks']} -> "

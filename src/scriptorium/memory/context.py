@@ -3,9 +3,8 @@
 Claims relevant to the branch's recent turns, found by a branch-aware search whose query is
 the most salient words of those turns; claims on the reader's line first, then claims from
 other conversations, then what was said on other branches of this one, labelled with the
-branch it was said on. Claims that cite only the recent turns themselves are left out: the
-model already has those in its prompt. Every line names its block id, so a model (or a
-person) can open the paragraph and its evidence. The block stays within a token budget
+branch it was said on. Every line names its block id, so a model (or a person) can open the
+paragraph and its evidence. The block stays within a token budget
 counted with the project's offline counter.
 """
 
@@ -100,7 +99,6 @@ def memory_context(workspace: Any, store: "SessionStore", session_id: str,
     budget = check_budget(budget)
     reader = BranchReader(store, session_id, head)
     recent = recent_turns(store, session_id, reader.head)
-    recent_sources = {f"openprogram/{session_id}/{m['id']}" for m in recent}
     words = keywords(" ".join(message_text(m.get("content")) for m in recent), QUERY_WORDS)
     hits = []
     if words:
@@ -110,7 +108,7 @@ def memory_context(workspace: Any, store: "SessionStore", session_id: str,
     seen: set[tuple[str | None, str]] = set()
     for hit in hits:
         key = (hit.block_id, hit.text)
-        if key in seen or not hit.sources or set(hit.sources) <= recent_sources:
+        if key in seen:
             continue
         seen.add(key)
         prov = hit.provenance

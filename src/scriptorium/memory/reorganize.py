@@ -12,40 +12,39 @@ Whatever edits the stage, the result goes through the same transaction as a writ
 ``reorganize``: no new evidence may be cited) and is refused when more than a quarter of the
 block ids that existed before no longer resolve (an id kept as an alias counts as kept):
 consolidation that deletes is the failure users of other memory systems complain about most.
+
+Reorganize never merges across lines: two paragraphs whose cited turns lie on mutually
+exclusive branches of one session (an edit, a retry: no reader stands on both) are never
+merged, even when they read alike — they are alternatives, and differing values stay side by
+side. The embedded organizer skips such pairs; any organizer's result that merged them is
+refused (:class:`~scriptorium.memory.provenance.LineOracle` decides, from the session DAGs).
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
-import math
 import os
 import posixpath
-import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from ..config import Settings
 from ..errors import InvalidInput, ScriptoriumError
+from .duplicates import (JACCARD_MIN, RATIO_MIN, Exclusive, _Entry, _guards, find_duplicates,
+                         same_thing, tokens)
+from .provenance import LineOracle
 from .topics import (Block, Evidence, SourceLink, TopicDoc, TopicFormatError,
                      parse_topic, prune_sections, render_topic, repoint_block_links)
 
 LOCK_TIMEOUT = 5.0
 MAX_DROP_SHARE = 0.25
-JACCARD_MIN = 0.85
-RATIO_MIN = 0.85
 COMMIT_MESSAGE = "memory: reorganize topics"
 
-_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
-_NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "nobody", "neither", "nor",
-                        "cannot", "without", "don't", "doesn't", "didn't", "won't", "isn't",
-                        "aren't", "wasn't", "weren't", "can't", "shouldn't", "wouldn't",
-                        "couldn't", "不", "没", "别", "未", "无"})
-_NEGATION_SUFFIX = "n't"
+
+__all__ = ["ReorganizeRefused", "ReorganizeReport", "Organized", "reorganize", "same_thing",
+           "merge_duplicates", "find_duplicates"]
 
 
 class ReorganizeRefused(ScriptoriumError):
@@ -76,113 +75,6 @@ class ReorganizeReport:
                 "after_blocks": self.after_blocks, "writer": self.writer,
                 "revision": self.revision, "dropped": list(self.dropped),
                 "skipped": list(self.skipped), "summary": self.summary}
-
-
-# -- similarity --------------------------------------------------------------------------------
-
-
-def tokens(text: str) -> list[str]:
-    """Casefolded words, with CJK text split into characters (it has no spaces)."""
-    out: list[str] = []
-    for word in _WORD_RE.findall(text.casefold().replace("’", "'")):
-        if _CJK_RE.search(word):
-            rest = _CJK_RE.sub(" ", word).split()
-            out.extend(rest)
-            out.extend(_CJK_RE.findall(word))
-        else:
-            out.append(word)
-    return out
-
-
-def _guards(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Numbers and negations: two texts differing in these do not say the same thing."""
-    folded = text.casefold().replace("’", "'")
-    numbers = frozenset(_NUMBER_RE.findall(folded))
-    words = re.findall(r"[^\W_]+(?:'[^\W_]+)?", folded)
-    negations = frozenset(w for w in words if w in _NEGATIONS or w.endswith(_NEGATION_SUFFIX))
-    negations |= frozenset(ch for ch in folded if ch in _NEGATIONS)
-    return numbers, negations
-
-
-@dataclass
-class _Entry:
-    doc_index: int
-    block: Block
-    text: str
-    tokens: list[str]
-    token_set: frozenset[str]
-    guards: tuple[frozenset[str], frozenset[str]]
-
-
-def same_thing(a: str, b: str, *, jaccard_min: float = JACCARD_MIN,
-               ratio_min: float = RATIO_MIN) -> bool:
-    """Do two paragraph texts say the same thing? Identical words always do; otherwise the
-    word sets must overlap (Jaccard), the word sequences must align (difflib ratio), and
-    numbers and negations must be the same."""
-    ta, tb = tokens(a), tokens(b)
-    return _similar(ta, frozenset(ta), _guards(a), tb, frozenset(tb), _guards(b),
-                    jaccard_min, ratio_min)
-
-
-def _similar(ta: list[str], sa: frozenset[str], ga: Any, tb: list[str], sb: frozenset[str],
-             gb: Any, jaccard_min: float, ratio_min: float) -> bool:
-    if not ta or not tb:
-        return False
-    if ta == tb:
-        return True
-    if ga != gb:
-        return False
-    union = len(sa | sb)
-    if not union or len(sa & sb) / union < jaccard_min:
-        return False
-    return difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio() >= ratio_min
-
-
-def find_duplicates(entries: list[_Entry], jaccard_min: float = JACCARD_MIN,
-                    ratio_min: float = RATIO_MIN) -> dict[int, list[int]]:
-    """Groups of near-duplicates: kept entry index -> indexes merged into it (in order).
-
-    Greedy and order-preserving: each entry joins the first earlier *kept* entry it
-    resembles, so a group never chains through a member that only resembles another member.
-    Candidates come from prefix filtering (a pair above the Jaccard threshold must share one
-    of each set's rarest words), so this stays far from quadratic on large workspaces.
-    """
-    freq: Counter[str] = Counter()
-    for e in entries:
-        freq.update(e.token_set)
-    index: dict[str, list[int]] = {}
-    kept: dict[int, list[int]] = {}
-    for i, e in enumerate(entries):
-        if not e.token_set:
-            continue
-        ordered = sorted(e.token_set, key=lambda t: (freq[t], t))
-        size = len(ordered)
-        prefix = ordered[: size - math.ceil(jaccard_min * size) + 1]
-        seen: set[int] = set()
-        target = None
-        for token in prefix:
-            for j in index.get(token, ()):
-                if j in seen:
-                    continue
-                seen.add(j)
-                other = entries[j]
-                if len(other.token_set) < jaccard_min * size or \
-                        size < jaccard_min * len(other.token_set):
-                    continue
-                if _similar(other.tokens, other.token_set, other.guards, e.tokens,
-                            e.token_set, e.guards, jaccard_min, ratio_min):
-                    if target is None or j < target:
-                        target = j
-        if target is not None:
-            kept[target].append(i)
-            continue
-        kept[i] = []
-        for token in prefix:
-            index.setdefault(token, []).append(i)
-        # A kept entry must also be findable from entries whose prefix holds its other words.
-        for token in ordered[len(prefix):]:
-            index.setdefault(token, []).append(i)
-    return {k: v for k, v in kept.items() if v}
 
 
 # -- editing staged topic files ----------------------------------------------------------------
@@ -338,11 +230,26 @@ def topic_files(stage: Path) -> list[str]:
     return sorted(out)
 
 
+def block_sources(doc: TopicDoc, block: Block,
+                  resolve: Callable[[str, str], str | None]) -> tuple[str, ...]:
+    """The source ids a staged block cites (unresolvable links left out)."""
+    out: list[str] = []
+    for fid in block.citations:
+        evidence = doc.evidence.get(fid)
+        for link in evidence.sources if evidence is not None else ():
+            sid = resolve(doc.path, link.target)
+            if sid is not None and sid not in out:
+                out.append(sid)
+    return tuple(out)
+
+
 def merge_duplicates(stage: Path, resolve: Callable[[str, str], str | None],
                      link_for: Callable[[str, str], str | None], *,
-                     jaccard_min: float = JACCARD_MIN,
-                     ratio_min: float = RATIO_MIN) -> tuple[list[dict[str, Any]], list[str]]:
-    """The embedded organizer: merge near-duplicate blocks of the staged topics in place.
+                     jaccard_min: float = JACCARD_MIN, ratio_min: float = RATIO_MIN,
+                     exclusive: Exclusive | None = None
+                     ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The embedded organizer: merge near-duplicate blocks of the staged topics in place,
+    never two whose cited turns ``exclusive`` says lie on mutually exclusive branches.
     Returns (merge groups, files it could not parse and left alone)."""
     staged = _Stage(stage, resolve, link_for)
     entries: list[_Entry] = []
@@ -352,8 +259,9 @@ def merge_duplicates(stage: Path, resolve: Callable[[str, str], str | None],
                 continue
             text = _block_text(block)
             toks = tokens(text)
-            entries.append(_Entry(d, block, text, toks, frozenset(toks), _guards(text)))
-    groups = find_duplicates(entries, jaccard_min, ratio_min)
+            entries.append(_Entry(d, block, text, toks, frozenset(toks), _guards(text),
+                                  block_sources(doc, block, resolve)))
+    groups = find_duplicates(entries, jaccard_min, ratio_min, exclusive)
     merged: list[dict[str, Any]] = []
     for k in sorted(groups):
         keep = entries[k]
@@ -436,10 +344,12 @@ class Organized:
 Organizer = Callable[[Path, Any], Organized]
 
 
-def embedded_organizer(stage: Path, workspace: Any) -> Organized:
+def embedded_organizer(stage: Path, workspace: Any,
+                       exclusive: Exclusive | None = None) -> Organized:
     """Deterministic near-duplicate merging (see the module docstring)."""
     sources = workspace.sources
-    merged, skipped = merge_duplicates(stage, sources.resolve_target, sources.canonical_link)
+    merged, skipped = merge_duplicates(stage, sources.resolve_target, sources.canonical_link,
+                                       exclusive=exclusive)
     note = f"; left {len(skipped)} unreadable file(s) alone" if skipped else ""
     return Organized(merged, f"{len(merged)} group(s) of near-duplicate paragraphs merged"
                              f"{note}", skipped)
@@ -484,20 +394,46 @@ def _locations(stage: Path) -> dict[str, str]:
     return out
 
 
+def _crossed_lines(stage: Path, kept: set[str], oracle: LineOracle,
+                   resolve: Callable[[str, str], str | None]) -> str | None:
+    """The first merged block whose cited turns lie on mutually exclusive branches."""
+    for rel in topic_files(stage):
+        doc = parse_topic((stage / rel).read_text(encoding="utf-8", errors="replace"), rel,
+                          strict=False)
+        for block in doc.blocks:
+            if block.id in kept:
+                cited = block_sources(doc, block, resolve)
+                if oracle.exclusive(cited, cited):
+                    return block.id
+    return None
+
+
+def _session_store(workspace: Any) -> Any:
+    """The home's session store beside the workspace (``home/memory`` -> ``home/sessions``),
+    or None when there is none: then no line constrains a merge."""
+    from ..sessions import SessionStore
+
+    sessions = Path(workspace.root).parent / "sessions"
+    return SessionStore(sessions) if sessions.is_dir() else None
+
+
 def reorganize(workspace: Any, writer_kind: str = "embedded", settings: Settings | None = None,
-               *, organizer: Organizer | None = None,
-               lock_timeout: float = LOCK_TIMEOUT) -> ReorganizeReport:
+               *, organizer: Organizer | None = None, lock_timeout: float = LOCK_TIMEOUT,
+               store: Any = None) -> ReorganizeReport:
     """Merge paragraphs that say the same thing, through one transaction.
 
     ``writer_kind``: ``embedded`` (deterministic, offline) or ``llm`` (the configured model).
     ``organizer`` replaces both: a callable ``(stage, workspace) -> Organized`` that edits
     ``stage/topics`` (tests use it to prove the loss guard). Raises ReorganizeRefused
-    (nothing installed) when more than a quarter of the blocks would stop resolving; a busy
-    workspace is a retryable ConcurrentUpdate.
+    (nothing installed) when more than a quarter of the blocks would stop resolving, or when
+    a merge joined paragraphs from mutually exclusive branches of a session (``store``: the
+    session store, default the home's); a busy workspace is a retryable ConcurrentUpdate.
     """
+    oracle = LineOracle(store if store is not None else _session_store(workspace))
     if organizer is None:
         if writer_kind == "embedded":
-            organizer = embedded_organizer
+            def organizer(stage: Path, ws: Any) -> Organized:
+                return embedded_organizer(stage, ws, exclusive=oracle.exclusive)
         elif writer_kind == "llm":
             organizer = llm_organizer(settings)
         else:
@@ -517,6 +453,12 @@ def reorganize(workspace: Any, writer_kind: str = "embedded", settings: Settings
             report.dropped = check_loss(before.identities, after.every)
             report.merged = done.merged if done.merges_reported else \
                 _merged_from_ids(before, after, _locations(stage))
+            crossed = _crossed_lines(stage, {m["kept"] for m in report.merged}, oracle,
+                                     workspace.sources.resolve_target)
+            if crossed is not None:
+                raise ReorganizeRefused(
+                    f"reorganize refused: paragraph ^{crossed} would merge claims said on "
+                    "mutually exclusive branches of one conversation; nothing was changed")
             report.summary = done.summary
             report.skipped = list(done.skipped)
             result = tx.commit(COMMIT_MESSAGE)

@@ -35,6 +35,9 @@ Rules the runtime checks (a violation rejects ALL your edits):
 - Keep every citation and its definition line ([^e-...]: Time: `...`; Sources: [...](...)) \
 exactly; define each footnote once in the file that cites it; delete definitions nobody cites.
 - Never cite anything new. Only topics/ is yours.
+- Paragraphs that state different values for the same thing (a budget, a name, a date, a \
+choice) may come from different branches of one conversation: leave them side by side, never \
+merge them (a merge of claims from mutually exclusive branches is refused).
 - Deleting paragraphs outright is refused when it loses more than a quarter of them; merge \
 instead.
 When you are done, reply with one short sentence saying what you changed."""
