@@ -111,6 +111,13 @@ class BranchReader:
     def head(self) -> str:
         return self.line.tip
 
+    def branch_of(self, sources: Sequence[str]) -> str:
+        """The class alone (no fork point): line membership only, for ranking many hits."""
+        nodes = cited_nodes(sources, self.session_id)
+        if not nodes:
+            return ELSEWHERE
+        return ON_LINE if all(n in self.line.nodes for n in nodes) else ALTERNATIVE
+
     def classify_many(self, source_lists: Sequence[Sequence[str]]) -> list[Provenance]:
         """One provenance per list of cited source ids (one DAG read for all of them)."""
         cited = [cited_nodes(sources, self.session_id) for sources in source_lists]

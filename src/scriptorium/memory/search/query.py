@@ -17,6 +17,7 @@ from ...errors import InvalidInput
 from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
+from ..records import PROVIDER
 from .index import SPEAKER_SEP, SearchIndex, SearchIndexUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -334,8 +335,16 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
         raise SearchIndexUnavailable(
             f"search index {index.path} cannot be used ({type(exc).__name__}: {exc}); "
             f"free disk space, or remove that path so it is rebuilt") from None
-    hits = [_hit(row, score) for row, score in ranked]
-    return hits if reader is None else prefer_line(reader, hits)[:top_k]
+    if reader is None:
+        return [_hit(row, score) for row, score in ranked]
+    # rank on the cheap class (line membership), then build and describe only what is kept
+    classes = [reader.branch_of(json.loads(row["sources"])) if _may_cite(reader, row)
+               else "elsewhere" for row, _ in ranked]
+    order = sorted(range(len(ranked)), key=lambda i: -ranked[i][1] * _weight(classes[i]))
+    hits = [_hit(*ranked[i]) for i in order[:top_k]]
+    for hit, prov in zip(hits, reader.classify_many([h.sources for h in hits])):
+        hit.provenance = prov
+    return hits
 
 
 def branch_reader(workspace: Any, session: str, head: str | None,
@@ -349,15 +358,25 @@ def branch_reader(workspace: Any, session: str, head: str | None,
     return BranchReader(store, session, head)
 
 
+def _may_cite(reader: "BranchReader", row: dict[str, Any]) -> bool:
+    """Could this row cite the reader's session? A substring test skips parsing the JSON of
+    rows that plainly cannot (an id JSON writes verbatim: printable ASCII, no quote)."""
+    sid = reader.session_id
+    if sid.isascii() and sid.isprintable() and '"' not in sid:
+        return f"{PROVIDER}/{sid}/" in row["sources"]
+    return True
+
+
+def _weight(branch: str | None) -> float:
+    return ALTERNATIVE_WEIGHT if branch == "alternative" else 1.0
+
+
 def prefer_line(reader: "BranchReader", hits: list[Hit]) -> list[Hit]:
     """Classify ``hits`` for ``reader`` and re-rank: an alternative counts at
     ``ALTERNATIVE_WEIGHT`` of its relevance (stable for equal weights)."""
-    from ..provenance import ALTERNATIVE
-
     for hit, prov in zip(hits, reader.classify_many([h.sources for h in hits])):
         hit.provenance = prov
-    return sorted(hits, key=lambda h: -h.score * (
-        ALTERNATIVE_WEIGHT if h.branch == ALTERNATIVE else 1.0))
+    return sorted(hits, key=lambda h: -h.score * _weight(h.branch))
 
 
 def _run(index: SearchIndex, method: str, query: str, match: str, filters: Filters, top_k: int,
