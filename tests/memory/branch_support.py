@@ -7,6 +7,7 @@ from pathlib import Path
 
 from scriptorium.config import load_settings
 from scriptorium.memory.writing import Memory
+from scriptorium.sessions import SessionStore
 
 SID = "falcon"
 
@@ -22,7 +23,8 @@ def falcon(home: Path, **settings) -> Memory:
     """u1 a1 u2 a2 (budget 160) | u2 edited as u2e → a2e (budget 150) → u3 a3 (caterer Casa
     Verde), a3 retried as a3r (Tasca Azul, the head); a sub-agent spawned from a2e reports a
     hotel. Written at the session boundary before and after the retry, default settings."""
-    mem = Memory(home, settings=load_settings(home, settings))
+    mem = Memory(home, settings=load_settings(home, settings),
+                 store=SessionStore(home / "sessions", git=False))
     mem.store.create_session(SID, title="Falcon offsite")
     say(mem, "u1", "user", "We are planning the Falcon offsite in Porto.")
     say(mem, "a1", "assistant", "Noted: the Falcon offsite in Porto.")

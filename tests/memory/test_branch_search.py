@@ -11,11 +11,22 @@ from scriptorium.memory.provenance import BranchUnavailable, Provenance
 from scriptorium.memory.search import search
 from scriptorium.memory.search.query import Hit, prefer_line
 
+from testkit import Cli
+
 from branch_support import SID, falcon, say
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One written conversation for the tests that only read it."""
+    home = tmp_path_factory.mktemp("falcon") / "home"
+    home.mkdir()
+    return falcon(home)
 
 
 @pytest.fixture
 def mem(home):
+    """A conversation of its own, for tests that change or damage it."""
     return falcon(home)
 
 
@@ -28,7 +39,8 @@ def first_value(hits, *values):
     return next(v for h in hits for v in values if v in h.text)
 
 
-def test_a_reader_on_each_branch_finds_its_own_value_first(mem):
+def test_a_reader_on_each_branch_finds_its_own_value_first(shared):
+    mem = shared
     assert "150" in top(mem, "Falcon budget euros")[0].text  # head line: the edited budget
     assert "160" in top(mem, "Falcon budget euros", head="a2")[0].text
     caterers = ("Tasca Azul", "Casa Verde")
@@ -38,7 +50,8 @@ def test_a_reader_on_each_branch_finds_its_own_value_first(mem):
     assert first_value(blind, *caterers) == "Casa Verde"  # branch-blind: one of them, always
 
 
-def test_every_hit_carries_its_branch_and_an_alternative_names_its_fork_point(mem):
+def test_every_hit_carries_its_branch_and_an_alternative_names_its_fork_point(shared):
+    mem = shared
     hits = top(mem, "Falcon budget euros", head="a2")
     assert all(h.branch in ("on_line", "alternative", "elsewhere") for h in hits)
     alt = next(h for h in hits if "150" in h.text)
@@ -49,14 +62,16 @@ def test_every_hit_carries_its_branch_and_an_alternative_names_its_fork_point(me
     assert on.to_dict()["branch"] == "on_line" and "fork_point" not in on.to_dict()
 
 
-def test_the_original_reply_of_a_retry_is_an_alternative_named_for_the_retry(mem):
+def test_the_original_reply_of_a_retry_is_an_alternative_named_for_the_retry(shared):
+    mem = shared
     old = next(h for h in top(mem, "caterer Falcon dinner") if "Casa Verde" in h.text)
     assert old.branch == "alternative"
     assert old.provenance.note == \
         "on the original branch, before a3 was retried as a3r (fork point u3)"
 
 
-def test_a_sub_agents_work_is_on_the_line_it_was_spawned_from_only(mem):
+def test_a_sub_agents_work_is_on_the_line_it_was_spawned_from_only(shared):
+    mem = shared
     hotel = lambda head: next(h for h in top(mem, "hotel rooms Douro", head=head)  # noqa: E731
                               if "Douro" in h.text)
     assert hotel(None).branch == "on_line"
@@ -73,7 +88,8 @@ def test_claims_from_another_conversation_are_elsewhere(mem):
     assert hits[0].sources[0].startswith("openprogram/other/") and hits[0].branch == "elsewhere"
 
 
-def test_without_a_session_search_is_unchanged(mem):
+def test_without_a_session_search_is_unchanged(shared):
+    mem = shared
     blind = search(mem.workspace, "Falcon budget euros", top_k=5)
     assert all(h.provenance is None and "branch" not in h.to_dict() for h in blind)
     assert [h.to_dict() for h in blind] == [h.to_dict() for h in mem.search(
@@ -104,7 +120,8 @@ def test_alternatives_rank_below_on_line_hits_of_similar_relevance_but_not_far_b
     assert [h.text for h in prefer_line(_Fixed(hits), hits)] == ["alt", "on"]
 
 
-def test_unknown_session_or_tip_is_not_found_and_head_alone_is_bad_input(mem):
+def test_unknown_session_or_tip_is_not_found_and_head_alone_is_bad_input(shared):
+    mem = shared
     with pytest.raises(NotFound):
         mem.search("budget", session="nope")
     with pytest.raises(NotFound):
@@ -121,7 +138,8 @@ def test_an_unreadable_dag_is_an_error_for_that_session_not_a_branch_blind_answe
     assert search(mem.workspace, "Falcon budget")  # branch-blind search still works
 
 
-def test_cli_search_with_session_prints_branch_in_json_and_text(mem, cli):
+def test_cli_search_with_session_prints_branch_in_json_and_text(shared):
+    cli = Cli(shared.home)
     data = cli.json("memory", "search", "Falcon budget euros", "--session", SID, "--head", "a2")
     assert data["hits"] and all("branch" in h for h in data["hits"])
     assert data["hits"][0]["branch"] == "on_line" and "160" in data["hits"][0]["text"]
@@ -137,7 +155,8 @@ def test_cli_search_with_session_prints_branch_in_json_and_text(mem, cli):
     (["--session", SID, "--head", "zz"], 3, "zz"),
     (["--head", "a2"], 2, "--session"),
 ])
-def test_cli_bad_session_or_tip_is_one_line_error(mem, cli, args, code, words):
+def test_cli_bad_session_or_tip_is_one_line_error(shared, args, code, words):
+    cli = Cli(shared.home)
     result = cli("memory", "search", "budget", *args)
     assert result.exit_code == code
     assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1

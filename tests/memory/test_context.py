@@ -9,11 +9,16 @@ import pytest
 from scriptorium.errors import InvalidInput, NotFound
 from scriptorium.tokens import count_tokens
 
+from testkit import Cli
+
 from branch_support import SID, falcon, say
 
 
-@pytest.fixture
-def mem(home):
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory):
+    """One written conversation (the tests only read it)."""
+    home = tmp_path_factory.mktemp("falcon") / "home"
+    home.mkdir()
     mem = falcon(home)
     # the conversation goes on about the budget: the recent turns the context answers to
     say(mem, "u5", "user", "Remind me of the Falcon budget before I book the caterer.")
@@ -62,7 +67,8 @@ def test_bad_budget_unknown_session_or_tip_are_refused(mem):
         mem.context(SID, "zz")
 
 
-def test_cli_context_json_shape_and_markdown_view(mem, cli):
+def test_cli_context_json_shape_and_markdown_view(mem):
+    cli = Cli(mem.home)
     data = cli.json("memory", "context", SID, "--head", "a2", "--budget", "300")
     assert list(data) == ["session_id", "head", "tokens", "markdown", "blocks"]
     assert data["head"] == "a2" and data["tokens"] <= 300

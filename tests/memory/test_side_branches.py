@@ -5,20 +5,20 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
-
-from scriptorium.cli import main
 from scriptorium.config import load_settings
+from scriptorium.demo import render_report, run_demo
 from scriptorium.errors import InvalidInput
 from scriptorium.memory.writing import Memory
+from scriptorium.sessions import SessionStore
 
 from testkit import RecordingWriter
 
 
-def build(home, writer=None, **settings) -> Memory:
+def build(home, writer=None, retry_text: str = "a2r words", **settings) -> Memory:
     """Head line u1 a1 u2 a2; an edit of u2 (u2e a2e, 2 turns); a retry of a2 (a2r); a
     sub-agent spawned from a1 (sub, sub1); then the head goes back to a2 and on to u3."""
-    mem = Memory(home, settings=load_settings(home, settings), writer=writer)
+    mem = Memory(home, settings=load_settings(home, settings), writer=writer,
+                 store=SessionStore(home / "sessions", git=False))
     s = mem.store
     s.create_session("s", title="Plans")
     for node_id, role in (("u1", "user"), ("a1", "assistant"), ("u2", "user"),
@@ -26,7 +26,7 @@ def build(home, writer=None, **settings) -> Memory:
         s.append_message("s", {"id": node_id, "role": role, "content": f"{node_id} words"})
     s.edit("s", "u2", "u2e words", node_id="u2e")
     s.append_message("s", {"id": "a2e", "role": "assistant", "content": "a2e words"})
-    s.retry("s", "a2", "a2r words", node_id="a2r")
+    s.retry("s", "a2", retry_text, node_id="a2r")
     s.spawn("s", "a1", "sub task words", node_id="sub")
     s.append_message("s", {"id": "sub1", "role": "assistant", "content": "sub1 words",
                            "predecessor": "sub"})
@@ -57,7 +57,7 @@ def test_a_retried_reply_only_keeps_waiting_and_is_reported_as_a_rejected_reply(
 
 
 def test_a_retried_reply_is_written_once_it_reaches_the_threshold(home):
-    mem = build(home, trigger_tokens=2)
+    mem = build(home, retry_text=" ".join(["reconsidered"] * 40), trigger_tokens=60)
     mem.write_session("s")
     assert "a2r" in written(mem) and mem.still_pending("s") == []
 
@@ -118,13 +118,13 @@ def test_memory_write_prints_what_is_still_pending_and_why(home, cli):
 
 
 def test_the_demo_runs_on_default_settings_prints_them_and_says_why_the_retry_waits(tmp_path):
-    result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path / "d"), "--json"])
-    data = json.loads(result.stdout)
+    report = run_demo(tmp_path / "d")
+    data = json.loads(json.dumps(report.to_dict(), default=str))
     assert data["settings"] == {"trigger_tokens": 16000, "side_branches": "conversation",
                                 "writer": "embedded"}
     assert [(p["tip"], p["reason"]) for p in data["pending"]] == [("a2-retry", "rejected_reply")]
     heads = {r["head"]: r["hits"] for r in data["readers"]}
     assert heads["a4"][0]["branch"] == "on_line" and "vegetarian" in heads["a4"][0]["text"]
     assert heads["a3"][0]["branch"] == "on_line" and "peanut" in heads["a3"][0]["text"]
-    text = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path / "e")]).output
+    text = render_report(report)
     assert "side_branches = conversation" in text and "rejected reply" in text
