@@ -179,3 +179,23 @@ def test_a_new_turn_on_the_line_is_seen_by_the_next_query(mem):
     hits = top(mem, "Falcon budget thousand euros")
     assert {h.branch for h in hits if "140" in h.text} == {"on_line"}
     assert {h.branch for h in hits if "160" in h.text} <= {"alternative"}
+
+
+@pytest.mark.parametrize("kind, of, opening, fork, phrase", [
+    ("edit", "u3", "u3e", "a2", "on the branch that edited u3 (fork point a2)"),
+    ("retry", "a3", "a3r", "u3", "on the branch that retried a3 (fork point u3)"),
+    ("edited", "u3e", "u3", "a2", "on the original branch, before u3 was edited into u3e "
+                                  "(fork point a2)"),
+    ("spawn", "a9", "sub", "a2", "in a sub-agent spawned from a9 on another branch "
+                                 "(fork point a2)"),
+    ("rewound", None, "u4", "a3", "on a part of the conversation that was rewound "
+                                  "(fork point a3)"),
+    ("fork", None, "u1x", None, "on another branch (no shared turn)"),
+    ("missing", None, None, None, "on a branch no longer in the session"),
+])
+def test_an_alternative_is_described_by_how_its_branch_was_opened(kind, of, opening, fork,
+                                                                   phrase):
+    from scriptorium.memory.provenance import describe
+    from scriptorium.sessions.lines import Divergence
+
+    assert describe(Divergence("n", fork, opening, kind, of)) == phrase

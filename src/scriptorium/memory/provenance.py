@@ -67,24 +67,26 @@ def cited_nodes(sources: Iterable[str], session_id: str) -> list[str]:
     return out
 
 
+# Divergence kind -> phrase ({of}: the node edited/retried/spawned from, {opening}: the node
+# that opened the other branch).
+_PHRASES = {
+    "edit": "on the branch that edited {of}",
+    "retry": "on the branch that retried {of}",
+    "edited": "on the original branch, before {opening} was edited into {of}",
+    "retried": "on the original branch, before {opening} was retried as {of}",
+    "spawn": "in a sub-agent spawned from {of} on another branch",
+    "rewound": "on a part of the conversation that was rewound",
+    "fork": "on another branch",
+}
+
+
 def describe(div: Divergence) -> str:
     """A short phrase naming the branch a node off the reader's line was said on."""
-    fork = f" (fork point {div.fork_point})" if div.fork_point else " (no shared turn)"
-    if div.kind == "edit":
-        return f"on the branch that edited {div.of}{fork}"
-    if div.kind == "retry":
-        return f"on the branch that retried {div.of}{fork}"
-    if div.kind == "edited":
-        return f"on the original branch, before {div.opening} was edited into {div.of}{fork}"
-    if div.kind == "retried":
-        return f"on the original branch, before {div.opening} was retried as {div.of}{fork}"
-    if div.kind == "spawn":
-        return f"in a sub-agent spawned from {div.of} on another branch{fork}"
-    if div.kind == "rewound":
-        return f"on a part of the conversation that was rewound{fork}"
     if div.kind == "missing":
         return "on a branch no longer in the session"
-    return f"on another branch{fork}"
+    fork = f" (fork point {div.fork_point})" if div.fork_point else " (no shared turn)"
+    phrase = _PHRASES.get(div.kind, _PHRASES["fork"])
+    return phrase.format(of=div.of, opening=div.opening) + fork
 
 
 class BranchReader:
