@@ -11,18 +11,16 @@ import logging
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from ...errors import InvalidInput
+from ...sessions import SessionStore
+from ..provenance import ALTERNATIVE, ELSEWHERE, BranchReader, Provenance
+from ..records import PROVIDER
 from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
-from ..records import PROVIDER
 from .index import SPEAKER_SEP, SearchIndex, SearchIndexUnavailable
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ...sessions import SessionStore
-    from ..provenance import BranchReader, Provenance
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +57,7 @@ class Hit:
     source_id: str | None = None
     speaker: str = ""
     # set by a branch-aware search (session=...): on_line / alternative / elsewhere
-    provenance: "Provenance | None" = None
+    provenance: Provenance | None = None
 
     @property
     def branch(self) -> str | None:
@@ -293,7 +291,7 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
            since: str | None = None, until: str | None = None, speaker: str | None = None,
            include_sources: bool = False, method: str = "bm25",
            embedder: Embedder | None = None, session: str | None = None,
-           head: str | None = None, store: "SessionStore | None" = None) -> list[Hit]:
+           head: str | None = None, store: SessionStore | None = None) -> list[Hit]:
     """Search memory: the ``top_k`` best topic claims (and archived turns when
     ``include_sources``) for ``query``.
 
@@ -339,7 +337,7 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
         return [_hit(row, score) for row, score in ranked]
     # rank on the cheap class (line membership), then build and describe only what is kept
     classes = [reader.branch_of(json.loads(row["sources"])) if _may_cite(reader, row)
-               else "elsewhere" for row, _ in ranked]
+               else ELSEWHERE for row, _ in ranked]
     order = sorted(range(len(ranked)), key=lambda i: -ranked[i][1] * _weight(classes[i]))
     hits = [_hit(*ranked[i]) for i in order[:top_k]]
     for hit, prov in zip(hits, reader.classify_many([h.sources for h in hits])):
@@ -348,17 +346,14 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
 
 
 def branch_reader(workspace: Any, session: str, head: str | None,
-                  store: "SessionStore | None" = None) -> "BranchReader":
+                  store: SessionStore | None = None) -> BranchReader:
     """A reader at (session, head) over the home the workspace belongs to."""
-    from ...sessions import SessionStore
-    from ..provenance import BranchReader
-
     if store is None:
         store = SessionStore(Path(workspace.root).parent / "sessions")
     return BranchReader(store, session, head)
 
 
-def _may_cite(reader: "BranchReader", row: dict[str, Any]) -> bool:
+def _may_cite(reader: BranchReader, row: dict[str, Any]) -> bool:
     """Could this row cite the reader's session? A substring test skips parsing the JSON of
     rows that plainly cannot (an id JSON writes verbatim: printable ASCII, no quote)."""
     sid = reader.session_id
@@ -368,10 +363,10 @@ def _may_cite(reader: "BranchReader", row: dict[str, Any]) -> bool:
 
 
 def _weight(branch: str | None) -> float:
-    return ALTERNATIVE_WEIGHT if branch == "alternative" else 1.0
+    return ALTERNATIVE_WEIGHT if branch == ALTERNATIVE else 1.0
 
 
-def prefer_line(reader: "BranchReader", hits: list[Hit]) -> list[Hit]:
+def prefer_line(reader: BranchReader, hits: list[Hit]) -> list[Hit]:
     """Classify ``hits`` for ``reader`` and re-rank: an alternative counts at
     ``ALTERNATIVE_WEIGHT`` of its relevance (stable for equal weights)."""
     for hit, prov in zip(hits, reader.classify_many([h.sources for h in hits])):
