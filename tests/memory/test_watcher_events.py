@@ -85,6 +85,7 @@ def test_a_left_branch_below_the_threshold_waits_and_says_why(tmp_path: Path) ->
     assert report.written == []
     assert report.waiting and report.waiting[0]["tip"] == "a1"
     assert "below the threshold" in report.waiting[0]["reason"]
+    assert "a rejected reply" in report.waiting[0]["reason"]  # a retry: waits for a batch
     assert any("waiting s: branch a1" in line for line in report.lines())
 
 

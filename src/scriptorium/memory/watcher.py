@@ -37,6 +37,7 @@ from ..errors import ConcurrentUpdate, ScriptoriumError
 from ..fsutil import FileLock, atomic_write_json
 from ..sessions.events import HeadMove, LogReader, Waker
 from .failures import Failure, classify
+from .side_branches import REJECTED_REPLY
 from .writing import Memory, SessionResult
 
 STATE_FILE = "session-end.json"
@@ -299,11 +300,15 @@ class IdleWatcher:
         if tip not in live or tip == move.new:
             return  # the head moved on along the same line: nothing was left behind
         if not self.memory.branch_qualifies(sid, tip):
-            pending = len(self.memory.pending(sid, tip))
+            pending = self.memory.pending(sid, tip)
             if pending:
+                why = self.memory.side_branch_due(sid, tip, pending)[1]
+                what = "a retried reply only (a rejected reply), " \
+                    if why == REJECTED_REPLY else ""
                 report.waiting.append({"session_id": sid, "tip": tip, "reason":
-                                       f"branch {tip} owes {pending} turn(s) below the "
-                                       f"threshold; written at the session boundary"})
+                                       f"branch {tip} owes {len(pending)} turn(s), {what}"
+                                       f"below the threshold: it waits for a full batch "
+                                       f"(side_branches = {self.memory.settings.side_branches})"})
             return
         self._record(report, state, sid, None, now,
                      lambda: self.memory.write_branch(sid, tip), tip=tip)
