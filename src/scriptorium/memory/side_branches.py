@@ -51,9 +51,9 @@ def side_branch_due(pending: Sequence[Record], head_line: Collection[str],
         return False, BELOW_THRESHOLD
     sub_agent = (divergence is not None and divergence.kind == "spawn") or any(
         r.origin in ("spawn", "sub-agent") for r in pending)
-    went_down = any(r.role == "user" and r.node_id not in head_line for r in pending)
-    if sub_agent or went_down:
+    own = [r for r in pending if r.node_id not in head_line]  # after the fork point
+    if sub_agent or any(r.role == "user" for r in own):
         return True, ""
-    if pending and all(r.role == "assistant" for r in pending):
+    if own and all(r.role == "assistant" for r in own):
         return False, REJECTED_REPLY
     return False, BELOW_THRESHOLD
