@@ -67,7 +67,7 @@ def test_the_threshold_policy_keeps_every_short_side_branch_waiting(home):
     mem.write_session("s")
     assert written(mem) == {"u1", "a1", "u2", "a2", "u3"}
     reasons = {p.tip: p.reason for p in mem.still_pending("s")}
-    assert reasons == {"a2e": "below_threshold", "a2r": "below_threshold",
+    assert reasons == {"a2e": "below_threshold", "a2r": "rejected_reply",
                        "sub1": "below_threshold"}
 
 

@@ -6,11 +6,9 @@ topics) and the rules for "why pending", each on a real home written through the
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -28,9 +26,7 @@ T0 = 1_800_000_000.0
 
 
 def memory_at(home: Path, trigger: int, now: float = T0 + 60, **extra) -> Memory:
-    settings = load_settings(home, {"trigger_tokens": trigger})
-    if extra:  # a setting the config may not know yet (e.g. side_branches)
-        settings = SimpleNamespace(**dataclasses.asdict(settings), **extra)
+    settings = load_settings(home, {"trigger_tokens": trigger, **extra})
     return Memory(home, settings=settings, clock=lambda: now)
 
 
@@ -56,7 +52,7 @@ def forked_home(home: Path) -> Memory:
 
 def test_why_pending_names_the_rule_that_holds_each_branch_back(home):
     forked_home(home)
-    reasons = pending_reasons(memory_at(home, 10_000), "s")
+    reasons = pending_reasons(memory_at(home, 10_000, side_branches="threshold"), "s")
     assert {tip: r.code for tip, r in reasons.items()} == {
         "a2": "nothing_pending", "a2r": "rejected_reply", "a2e": "below_threshold"}
     assert reasons["a2r"].pending_ids == ["a2r"] and reasons["a2e"].pending_ids == ["u2e", "a2e"]

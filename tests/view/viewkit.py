@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from scriptorium.config import load_settings
-from scriptorium.demo import DEMO_TRIGGER_TOKENS, SESSION, build_session
+from scriptorium.demo import SESSION, build_session
 from scriptorium.memory.watcher import IdleWatcher
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
@@ -29,6 +29,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
                  "--disable-sync"]
 FAILED = "broken-deploys"
 LONG_RUN = 30  # turns in the linear run after the head (collapses into one segment)
+DEMO_TRIGGER_TOKENS = 24  # small batches, so the page shows several written steps
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "benchmarks" / "out"
 

@@ -15,17 +15,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .records import MARK_KEY, Record, is_record, records, total_tokens
+from .side_branches import REJECTED_REPLY
 from .watcher import STATE_FILE as WATCHER_STATE
 
 if TYPE_CHECKING:  # pragma: no cover
     from .writing import Memory
-
-
-# Which off-head lines the session-boundary write takes (``[memory] side_branches``).
-# "threshold": only lines whose backlog reaches the threshold (the write path today);
-# "conversation": also lines with a user turn or a sub-agent's line, even below it;
-# "all": every live line.
-DEFAULT_SIDE_BRANCHES = "threshold"
 
 
 @dataclass
@@ -65,17 +59,9 @@ def recorded_failures(memory: "Memory") -> dict[str, dict[str, Any]]:
             if isinstance(sid, str) and isinstance(f, dict) and f.get("reason_code")}
 
 
-def _side_line_taken(pending: Sequence[Record], rule: str) -> bool:
-    """Would the boundary write take this off-head backlog below the threshold?"""
-    if rule == "all":
-        return True
-    if rule == "conversation":
-        return any(r.role == "user" or r.origin in ("spawn", "sub-agent") for r in pending)
-    return False
-
-
-def _why(memory: "Memory", pending: Sequence[Record], *, is_head: bool,
-         failure: dict[str, Any] | None, migration: bool, rule: str, now: float) -> PendingReason:
+def _why(memory: "Memory", session_id: str, tip: str, pending: Sequence[Record], *,
+         is_head: bool, failure: dict[str, Any] | None, migration: bool,
+         now: float) -> PendingReason:
     threshold = memory.settings.trigger_tokens
     tokens = total_tokens(pending)
     base: dict[str, Any] = {"turns": len(pending), "tokens": tokens, "threshold": threshold,
@@ -108,15 +94,19 @@ def _why(memory: "Memory", pending: Sequence[Record], *, is_head: bool,
             "below_threshold",
             f"below the threshold ({tokens} of {threshold} tokens): the per-turn write waits; "
             f"the session-boundary write takes the head whatever it holds", **base)
-    if reached or _side_line_taken(pending, rule):
+    # the write path's own rule for off-head lines (``[memory] side_branches``)
+    due, held = memory.side_branch_due(session_id, tip, list(pending))
+    if due:
+        rule = memory.settings.side_branches
         why = (f"it reached the threshold ({tokens} of {threshold} tokens)" if reached
                else f"the side-branch rule {rule!r} takes this line whatever it holds")
         return PendingReason("due", f"due at the next session-boundary write: {why}", **base)
-    if len(pending) == 1 and pending[0].role == "assistant":
+    if held == REJECTED_REPLY:
         return PendingReason(
             "rejected_reply",
-            f"a rejected reply: an off-head line holding one assistant turn ({tokens} tokens) "
-            f"waits until it reaches the threshold ({threshold})", **base)
+            f"a rejected reply: an off-head line holding only assistant turns after its fork "
+            f"point ({tokens} tokens) waits until it reaches the threshold ({threshold})",
+            **base)
     return PendingReason(
         "below_threshold",
         f"below the threshold ({tokens} of {threshold} tokens): the session-boundary write "
@@ -182,8 +172,7 @@ def pending_reasons(memory: "Memory", session_id: str,
             failure["updated_at"] != memory.store.get_meta(session_id).get("updated_at"):
         failure = None  # the session moved on since: the watcher offers it again
     migration = has_cursors(memory.workspace)
-    rule = str(getattr(memory.settings, "side_branches", DEFAULT_SIDE_BRANCHES))
     now = memory.clock()
-    return {tip: _why(memory, pending, is_head=tip == head, failure=failure,
-                      migration=migration, rule=rule, now=now)
+    return {tip: _why(memory, session_id, tip, pending, is_head=tip == head, failure=failure,
+                      migration=migration, now=now)
             for tip, pending in pending_by_tip(memory, session_id, wanted).items()}

@@ -47,13 +47,11 @@ def side_branch_due(pending: Sequence[Record], head_line: Collection[str],
     """Should the boundary write take this side branch now? (yes, "") or (no, reason)."""
     if total_tokens(pending) >= trigger_tokens or policy == "all":
         return True, ""
-    if policy == "threshold":
-        return False, BELOW_THRESHOLD
     sub_agent = (divergence is not None and divergence.kind == "spawn") or any(
         r.origin in ("spawn", "sub-agent") for r in pending)
     own = [r for r in pending if r.node_id not in head_line]  # after the fork point
-    if sub_agent or any(r.role == "user" for r in own):
+    if policy == "conversation" and (sub_agent or any(r.role == "user" for r in own)):
         return True, ""
-    if own and all(r.role == "assistant" for r in own):
+    if own and not sub_agent and all(r.role == "assistant" for r in own):
         return False, REJECTED_REPLY
     return False, BELOW_THRESHOLD
