@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scriptorium.sessions import Node, NodeNotFound, SessionNotFound, SessionStore
-from scriptorium.sessions.errors import BrokenChain
+from scriptorium.sessions.errors import BrokenChain, InvalidInput
 from test_properties import OPS, apply, pick
 
 
@@ -181,7 +181,11 @@ def test_cached_lines_equal_a_naive_recomputation_after_any_operations(ops):
             elif op == "resume":
                 _after_summary(writer, k)
             elif op != "reopen":
-                apply(writer, op, k, width)
+                try:
+                    apply(writer, op, k, width)
+                except InvalidInput:  # refused before any write (e.g. compacting a summary
+                    pass              # on a line resumed after one): nothing changed
+
             nodes = writer.get_nodes("s")
             wanted = [t["tip"] for t in writer.list_branches("s")]
             wanted += [pick([n.id for n in nodes], k)] if nodes else []
