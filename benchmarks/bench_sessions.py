@@ -8,6 +8,9 @@
 3. get_branch on a 10,000-node session: warm cache vs cold (rebuild + walk).
 4. Append latency (user + assistant turn) with the per-turn git commit vs without.
 
+How costs grow with the session's size (cold open, append, commit, marks) is measured by
+bench_session_sizes.py.
+
 Run: python benchmarks/bench_sessions.py [--rounds N] [--quick]
 """
 
@@ -155,13 +158,6 @@ def bench_big_branch(tmp: Path, rounds: int) -> None:
         SessionStore(root, git=False).get_branch("huge")
         cold.append(time.perf_counter() - t0)
     row("get_branch, 10,000-node session (warm cache)", warm, cold, "cold (rebuild + walk)")
-    turns = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        store.append_message("huge", {"role": "user", "content": "one more"})
-        store.append_message("huge", {"role": "assistant", "content": "ok"})
-        turns.append(time.perf_counter() - t0)
-    print(f"| append a turn to the 10,000-node session (no commit) | {ms(turns)} | - | - |")
 
 
 def bench_append(tmp: Path, rounds: int) -> None:
@@ -187,12 +183,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="3 rounds (smoke run)")
     args = ap.parse_args()
     rounds = 3 if args.quick else args.rounds
+    print(f"load average at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         bench_mark_refresh(tmp, rounds)
         bench_big_branch(tmp, max(3, rounds // 3))
         bench_append(tmp, rounds)
-    print(f"\nmedians over {rounds} rounds; Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(f"\nmedians over {rounds} rounds; Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
+          f"load average at end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ is written first so a test knows the process got there. In-process tests set ``H
 callable(step) instead (for example one raising to simulate a crash). Unset, a fault point costs
 one environment lookup.
 
-Steps: the write path's ``after-archive``, ``writer-ran``, ``before-mark``, ``mid-mark``,
-``after-mark``; the transaction's install steps (see memory/transaction.py); ``git-init``,
-inside the first ``git init`` of a session or workspace history (see gitrepo.py).
+Steps: the write path's ``after-archive``, ``writer-ran``, ``before-mark``, ``mark-staged`` (the
+batch's new node files written and fsynced, none renamed yet), ``mid-mark``, ``after-mark``; the
+transaction's install steps (see memory/transaction.py); ``git-init``, inside the first ``git
+init`` of a session or workspace history (see gitrepo.py).
 """
 
 from __future__ import annotations

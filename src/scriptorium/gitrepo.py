@@ -229,6 +229,28 @@ class GitRepo:
         self.clear_stale_locks()
         self._run(["repack", "-d", "-q", "--geometric=2"])
 
+    def commit_paths(self, message: str, paths: Sequence[str]) -> str | None:
+        """Stage only ``paths`` and commit on top of HEAD; None when the tree did not change.
+
+        Its cost follows the changed files rather than the tracked tree: plumbing (write-tree,
+        commit-tree, update-ref) skips the porcelain's stat of every tracked file and its diff
+        summary, and a split index makes each add write only the entries that changed. (The
+        new tree object of a directory still lists all of its entries.)"""
+        self.clear_stale_locks()
+        existing = [p for p in paths if os.path.lexists(self.path / p)]
+        if existing:
+            self._run(["-c", "core.splitIndex=true", "add", "-A", "--", *existing])
+        tree = self._run(["write-tree"]).stdout.strip()
+        heads = self._run(["rev-parse", "HEAD", "HEAD^{tree}"], check=False)
+        if heads.returncode != 0:  # no commit yet: the porcelain knows how to start
+            return self.commit_all(message, paths=list(paths))
+        head, head_tree = heads.stdout.split()
+        if tree == head_tree:
+            return None
+        sha = self._run(["commit-tree", tree, "-p", head, "-m", message]).stdout.strip()
+        self._run(["update-ref", "HEAD", sha, head])
+        return sha
+
     def log(self, limit: int = 50) -> list[dict]:
         if not self.exists or self.problem() is not None:
             return []

@@ -38,7 +38,8 @@ WORKER = Path(__file__).resolve().parent / "fault_worker.py"
 
 # Every named step boundary of one write: the write path's, then the install's. With the
 # embedded writer an install touches runtime.json (entry 0) and one topic file (entry 1).
-WRITE_STEPS = ["after-archive", "writer-ran", "before-mark", "mid-mark", "after-mark"]
+WRITE_STEPS = ["after-archive", "writer-ran", "before-mark", "mark-staged", "mid-mark",
+               "after-mark"]
 INSTALL_STEPS = ["before-prepare", "prepared", "backed-up-0", "backed-up-1", "moved-in-0",
                  "moved-in-1", "committed", "cleaned", "git-committed"]
 STEPS = WRITE_STEPS + INSTALL_STEPS

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Iterator
 from ..fsutil import atomic_write_json, atomic_write_text, check_name, fsync_dir
 from .errors import AppendRefused, HeadRefused, NodeNotFound
 from .node import CHAIN_CALLERS, ROOT, Node
+from .nodefiles import LOCK_NAME, write_gen
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import SessionStore
@@ -125,6 +126,7 @@ class BulkAppender:
         try:
             if self._count or self._head_set or self._meta_extra:
                 self._flush(events)
+                write_gen(self.hist.parent / LOCK_NAME)  # other processes' caches re-check
                 self.store._log_moves(events)  # under the lock, like every other head move
         finally:
             fl.release()

@@ -131,8 +131,8 @@ class ForkOps:
             for node in idx.ordered():
                 if node.id in marks and not node.is_root and not node.rewound:
                     stamped.append(node.id)
-            for nid in stamped:
-                self._rewrite_metadata_locked(op, nid, {"rewound": True, "rewound_at": now})
+            self._rewrite_metadata_locked(
+                op, {nid: {"rewound": True, "rewound_at": now} for nid in stamped})
             # As the reference: the head goes to the target's predecessor, which for a first
             # turn is the seeded ROOT node (null only when the session has no ROOT node).
             pred = target.predecessor

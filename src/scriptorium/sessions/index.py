@@ -1,33 +1,56 @@
 """The per-process cache of one session: nodes by id, seq order, children by edge, meta.
 
-Freshness across processes rests on stat fingerprints, refreshed *incrementally*: one
-``stat`` of ``history/`` and ``meta.json`` answers "nothing changed" without listing the
-directory; otherwise one ``scandir`` compares each file's ``(inode, mtime_ns, size)`` with
-what was parsed and re-parses only new or changed files (every writer replaces files by
-rename, so a rewrite always changes the directory and the file's inode).
+It is derived data, always rebuildable from the node files, and never a second source of
+truth. Freshness across processes rests on three cheap checks, so a read or an append costs
+O(1) when nothing foreign happened and never re-lists ``history/`` for its own writes:
 
-Coarse file-system clocks can give two writes the same mtime; like git's "racily clean"
-rule, a fingerprint whose mtime is too close to when it was observed is not trusted, so
-the next refresh looks again. This closes the reference store's blind spot (a foreign write
-in the same mtime tick as our own) without ever recording our own write as covering others.
+* the **generation** token in ``.session.lock``: every writer of ours changes it (under the
+  session lock) after it changed the session, so another process of ours is always noticed;
+* one ``stat`` of ``history/`` and of ``meta.json``: a writer that does not take our lock (the
+  reference store) changes the directory's mtime, and rewrites ``meta.json`` (a new inode) on
+  every append;
+* after our own append, the index learns the new node and adopts the directory fingerprint
+  (only if nothing else changed the directory since the refresh; marks never adopt it).
+  That adoption could hide an unlocked writer's change in the same clock tick, so every
+  ``len(files) // 16`` (at least 32) adoptions one full scan re-checks: amortised O(1).
+
+A full scan lists the directory once, compares each file's ``(inode, mtime_ns, size)`` with
+what was parsed and re-parses only new or changed files (every writer replaces files by
+rename, so a rewrite changes the file's inode). Coarse file-system clocks can give two writes
+the same mtime; like git's "racily clean" rule, a fingerprint whose mtime is too close to when
+it was observed is not trusted, so the next refresh looks again (comparing bytes for files).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import stat
 import time
+from operator import attrgetter
 from pathlib import Path
 from typing import Iterable
 
 from ..errors import CorruptFile
 from .node import CHAIN_CALLERS, ROOT, Node, parse_node
+from .nodefiles import (LOCK_NAME, StatKey, gc_paused, older_than, read_gen, read_node_file,
+                        write_gen)
 
 # A fingerprint observed less than this long after its mtime may hide a same-tick write.
 RACY_NS = 100_000_000
+# Own-write adoptions allowed between two full scans: max(MIN_UNVERIFIED, files // 16).
+MIN_UNVERIFIED = 32
+# A temp file in history/ older than this is a dead writer's leftover (a live one renames
+# its temp file within milliseconds); younger ones may belong to a writer without our lock.
+STALE_TEMP_NS = 60 * 10**9
 
-StatKey = tuple[int, int, int]
+_seq = attrgetter("seq")
+
+
+def _add_edges(edges: tuple[dict[str, list[str]], dict[str, list[str]]], node: Node) -> None:
+    if node.predecessor:
+        edges[0].setdefault(node.predecessor, []).append(node.id)
+    if node.caller and node.caller not in CHAIN_CALLERS:
+        edges[1].setdefault(node.caller, []).append(node.id)
 
 
 def _graph_key(node: Node) -> tuple:
@@ -47,6 +70,7 @@ class SessionIndex:
         self.dir = sdir
         self.hist = sdir / "history"
         self.meta_path = sdir / "meta.json"
+        self.gen_path = sdir / LOCK_NAME
         self.files: dict[str, tuple[StatKey, Node]] = {}
         # files whose fingerprint may hide a same-tick rewrite -> the bytes we last parsed
         self._racy: dict[str, bytes] = {}
@@ -54,16 +78,27 @@ class SessionIndex:
         self.file_of: dict[str, str] = {}
         self.meta: dict = {}
         self.meta_present = False
+        self._gen: bytes | None = None
         self._dir_fp: tuple[int, int] | None = None
         self._dir_racy = True
         self._meta_fp: StatKey | None = None
         self._meta_racy = True
         self._synced_once = False
+        self._own_changes = False  # this process wrote under the lock since the last seal
+        self._adoptable: bool | None = None  # None: no own write into history/ yet
+        self._unverified = 0  # own-write adoptions since the last full scan
+        self.stale_temps: list[str] = []  # old temp files the last scan saw in history/
+        # what the next git commit must stage: the paths known to have changed, or
+        # everything (``stage_all``) until this process has committed once or after a
+        # file vanished
+        self.uncommitted: set[str] = set()
+        self.stage_all = True
+        self.commits_since_full = 0
         # derived structures, rebuilt lazily when the shape changed
         self._shape_dirty = True
         self._order: list[Node] = []
-        self._by_pred: dict[str, list[str]] = {}
-        self._by_caller: dict[str, list[str]] = {}
+        # children by predecessor and by caller: built on first use (most reads need none)
+        self._edges: tuple[dict[str, list[str]], dict[str, list[str]]] | None = None
         self._first_conv_seq: int | None = None
         self._root_memo: dict[str, str] = {}
         self.max_seq = -1
@@ -77,33 +112,49 @@ class SessionIndex:
     def refresh(self) -> bool:
         """Bring the cache up to date with disk; return True when anything was re-read."""
         now = time.time_ns()
-        changed = False
-        try:
-            st = os.stat(self.hist)
-            dir_fp: tuple[int, int] | None = (st.st_ino, st.st_mtime_ns)
-        except FileNotFoundError:
-            dir_fp = None
-        if not self._synced_once or dir_fp != self._dir_fp or self._dir_racy:
-            changed |= self._scan(now, dir_fp is not None)
-            self._dir_fp = dir_fp
-            self._dir_racy = dir_fp is not None and dir_fp[1] >= now - RACY_NS
+        gen = read_gen(self.gen_path)
+        dir_fp = self._stat_dir()
         try:
             mt = os.stat(self.meta_path)
             meta_fp: StatKey | None = (mt.st_ino, mt.st_mtime_ns, mt.st_size)
         except FileNotFoundError:
             meta_fp = None
-        if not self._synced_once or meta_fp != self._meta_fp or self._meta_racy:
-            changed |= self._load_meta(meta_fp)
+        first = not self._synced_once
+        changed = False
+        if first or meta_fp != self._meta_fp or self._meta_racy:
+            meta_changed = self._load_meta(meta_fp)
+            changed |= meta_changed
+            # a meta.json we did not write: the reference store rewrites it on every append
+            foreign_meta = meta_changed and meta_fp != self._meta_fp
             self._meta_fp = meta_fp
             self._meta_racy = meta_fp is not None and meta_fp[1] >= now - RACY_NS
+        else:
+            foreign_meta = False
+        budget = max(MIN_UNVERIFIED, len(self.files) // 16)
+        if (first or gen != self._gen or dir_fp != self._dir_fp or self._dir_racy
+                or foreign_meta or self._unverified >= budget):
+            changed |= self._scan(now, dir_fp is not None)
+            self._dir_fp = dir_fp
+            self._dir_racy = dir_fp is not None and dir_fp[1] >= now - RACY_NS
+        elif self._racy:
+            changed |= self._recheck_recent(now)
+        self._gen = gen
         self._synced_once = True
         return changed
 
     def _scan(self, now: int, present: bool) -> bool:
+        """List ``history/`` once; read and parse only new or changed files. A file this
+        index has never seen is opened straight away (its fingerprint comes from the open
+        file), so a cold open costs one open, fstat and read per node file."""
         self.scans += 1
+        self._unverified = 0
+        files = self.files
+        cold = not files
         seen: set[str] = set()
+        temps: list[str] = []
         changed = False
         racy: dict[str, bytes] = {}
+        racy_from = now - RACY_NS
         if present:
             try:
                 it = os.scandir(self.hist)
@@ -113,42 +164,78 @@ class SessionIndex:
                 raise CorruptFile(f"session {self.sid}: {self.hist} is not a directory "
                                   f"(move it aside to open the session)") from None
             if it is not None:
-                with it:
+                with it, gc_paused(bulk=cold):
                     for entry in it:
                         name = entry.name
-                        if name.startswith(".") or not name.endswith(".json"):
+                        if name.startswith("."):
+                            if name.endswith(".tmp") and older_than(entry, now - STALE_TEMP_NS):
+                                temps.append(name)
                             continue
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except FileNotFoundError:
+                        if not name.endswith(".json"):
                             continue
-                        if not stat.S_ISREG(st.st_mode):
-                            continue  # never follow a symlink out of history/
-                        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+                        old = files.get(name)
+                        if old is not None:
+                            try:
+                                st = entry.stat(follow_symlinks=False)
+                            except FileNotFoundError:
+                                continue
+                            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+                            if old[0] == key and name not in self._racy:
+                                seen.add(name)
+                                continue
+                        got = read_node_file(entry.path)
+                        if got is None:
+                            continue  # vanished, or not a regular file: never followed
+                        key, data = got
                         seen.add(name)
-                        is_racy = st.st_mtime_ns >= now - RACY_NS
-                        old = self.files.get(name)
-                        if old is not None and old[0] == key and name not in self._racy:
-                            continue
-                        try:
-                            with open(os.path.join(self.hist, name), "rb") as fh:
-                                data = fh.read()
-                        except FileNotFoundError:
-                            seen.discard(name)
-                            continue
-                        if is_racy:
+                        if key[1] >= racy_from:
                             racy[name] = data
                         if old is not None and old[0] == key and self._racy.get(name) == data:
                             continue  # racily clean, but the bytes prove it unchanged
-                        node = parse_node(data, self.hist / name)
+                        node = parse_node(data, entry.path)
                         self.parses += 1
+                        if cold:
+                            files[name] = (key, node)  # ids are indexed once, below
+                            continue
                         if old is None or old[1].to_json() != node.to_json():
                             changed = True
+                            if not self.stage_all:
+                                self.uncommitted.add("history/" + name)
                         self._put(name, key, node)
-        for name in [n for n in self.files if n not in seen]:
-            self._drop(name)
+        gone = [n for n in files if n not in seen] if len(seen) != len(files) else []
+        for name in gone:
+            del files[name]
+        if gone or (cold and files):
+            self._reindex_ids()
+            self.stage_all = True
             changed = True
         self._racy = racy
+        self.stale_temps = temps
+        return changed
+
+    def _recheck_recent(self, now: int) -> bool:
+        """Re-check only the files written within the racy window (an in-place rewrite in
+        the same tick keeps the directory's mtime): O(recent writes), not O(session)."""
+        changed = False
+        for name, data in list(self._racy.items()):
+            old = self.files.get(name)
+            path = os.path.join(self.hist, name)
+            got = read_node_file(path)
+            if got is None:
+                return self._scan(now, True)  # vanished or replaced: the scan sorts it out
+            key, now_data = got
+            if old is None or old[0] != key or now_data != data:
+                node = parse_node(now_data, path)
+                self.parses += 1
+                if old is None or old[1].to_json() != node.to_json():
+                    changed = True
+                    if not self.stage_all:
+                        self.uncommitted.add("history/" + name)
+                self._put(name, key, node)
+            if key[1] >= now - RACY_NS:
+                self._racy[name] = now_data
+            else:
+                del self._racy[name]  # out of the window: its fingerprint is trusted now
         return changed
 
     def _load_meta(self, fp: StatKey | None) -> bool:
@@ -168,6 +255,8 @@ class SessionIndex:
         if not isinstance(meta, dict):
             raise CorruptFile(f"corrupt meta file {self.meta_path}: not a JSON object")
         changed = meta != self.meta or not self.meta_present
+        if changed:
+            self.uncommitted.add("meta.json")
         self.meta, self.meta_present = meta, True
         return changed
 
@@ -187,7 +276,8 @@ class SessionIndex:
             self._shape_dirty = True
             return
         if old is not None and old[1].id != node.id:
-            self._forget_id(old[1].id, name)
+            self._reindex_ids()  # the file now holds another id (a hand edit): rare
+            return
         prev = self.nodes.get(node.id)
         self.nodes[node.id] = node
         self.file_of[node.id] = name
@@ -226,39 +316,29 @@ class SessionIndex:
             self._shape_dirty = True
             return
         self._order.append(node)
-        if node.predecessor:
-            self._by_pred.setdefault(node.predecessor, []).append(node.id)
-        if node.caller and node.caller not in CHAIN_CALLERS:
-            self._by_caller.setdefault(node.caller, []).append(node.id)
+        if self._edges is not None:
+            _add_edges(self._edges, node)
         if (self._first_conv_seq is None and node.conversational and node.chain_level
                 and not node.is_root):
             self._first_conv_seq = node.seq
 
-    def _forget_id(self, node_id: str, name: str) -> None:
-        if self.file_of.get(node_id) == name:
-            del self.file_of[node_id]
-            del self.nodes[node_id]
-            # another file may hold the same id
-            for other, (_, n) in self.files.items():
-                if n.id == node_id and other != name:
-                    self.file_of[node_id] = other
-                    self.nodes[node_id] = n
-                    break
-        self._shape_dirty = True
-
-    def _drop(self, name: str) -> None:
-        _, node = self.files.pop(name)
-        self.generation += 1
-        self._racy.pop(name, None)
-        self._forget_id(node.id, name)
+    def _reindex_ids(self) -> None:
+        """Rebuild id -> file from the files in one pass (after files vanished or changed
+        id); for an id held by two files the earliest by (seq, name) wins."""
+        nodes: dict[str, Node] = {}
+        file_of: dict[str, str] = {}
+        for name, (_, node) in self.files.items():
+            owner = file_of.get(node.id)
+            if owner is None or (node.seq, name) < (nodes[node.id].seq, owner):
+                nodes[node.id], file_of[node.id] = node, name
+        self.nodes, self.file_of = nodes, file_of
         self.max_seq = max((n.seq for _, n in self.files.values()), default=-1)
+        self._shape_dirty = True
+        self.generation += 1  # nodes came or went: cached lines are stale
 
     def record_own_write(self, name: str, node: Node, data: bytes) -> None:
-        """Adopt a file this process just wrote (under the session lock).
-
-        Only that file's fingerprint is recorded; the directory fingerprint is left alone,
-        so a foreign write that landed meanwhile is still found by the next refresh.
-        """
+        """Adopt a node file this process just wrote under the session lock: the index
+        learns the node from the bytes it wrote, with one ``stat`` of that file."""
         try:
             st = os.stat(self.hist / name)
             key = (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -266,47 +346,85 @@ class SessionIndex:
             return
         self._put(name, key, node)
         self._racy[name] = data
+        self._own_changes = True
+        self.uncommitted.add("history/" + name)
 
     def record_own_meta(self, meta: dict) -> None:
-        """Adopt meta.json as this process just wrote it (the fingerprint stays racy)."""
+        """Adopt meta.json as this process just wrote it (the fingerprint stays racy, so the
+        next refresh re-reads the small file and compares it)."""
         self.meta, self.meta_present = meta, True
         self._meta_racy = True
+        self._own_changes = True
+        self.uncommitted.add("meta.json")
+
+    def seal(self) -> None:
+        """End of a locked write that changed the session: publish a new generation token
+        (so other processes of ours re-check) and adopt the directory fingerprint our own
+        writes produced, so the next refresh does not re-list ``history/`` for them (a write
+        that only touched meta.json leaves the fingerprint alone)."""
+        if not self._own_changes:
+            return
+        self._own_changes = False
+        self._gen = write_gen(self.gen_path)
+        adopt, self._adoptable = self._adoptable, None
+        if adopt:
+            self._dir_fp = self._stat_dir()
+            self._dir_racy = False
+            self._unverified += 1
+
+    def before_own_history_write(self) -> None:
+        """Called under the lock before this operation's first write into ``history/``: the
+        directory fingerprint may be adopted at the seal only if nothing else changed the
+        directory since the refresh (otherwise the next refresh scans)."""
+        if self._adoptable is None:
+            self._adoptable = self._stat_dir() == self._dir_fp
+
+    def _stat_dir(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.hist)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns)
 
     # --- derived views ------------------------------------------------------------------------
     def _rebuild_shape(self) -> None:
-        order = sorted(((self.files[f][1].seq, f) for f in self.file_of.values()))
-        self._order = [self.files[f][1] for _, f in order]
-        by_pred: dict[str, list[str]] = {}
-        by_caller: dict[str, list[str]] = {}
-        first = None
-        for n in self._order:
-            if n.predecessor:
-                by_pred.setdefault(n.predecessor, []).append(n.id)
-            if n.caller and n.caller not in CHAIN_CALLERS:
-                by_caller.setdefault(n.caller, []).append(n.id)
-            if first is None and n.conversational and n.chain_level and not n.is_root:
-                first = n.seq
-        self._by_pred, self._by_caller, self._first_conv_seq = by_pred, by_caller, first
+        files, file_of = self.files, self.file_of
+        order = [files[f][1] for f in file_of.values()]
+        order.sort(key=_seq)
+        if len({n.seq for n in order}) != len(order):  # two files share a seq: name decides
+            order.sort(key=lambda n: (n.seq, file_of[n.id]))
+        self._order = order
+        self._first_conv_seq = next((n.seq for n in self._order if n.conversational
+                                     and n.chain_level and not n.is_root), None)
+        self._edges = None
         self._root_memo = {}
         self.max_seq = max((n.seq for _, n in self.files.values()), default=-1)
         self._shape_dirty = False
 
     def _shape(self) -> None:
         if self._shape_dirty:
-            self._rebuild_shape()
+            with gc_paused(bulk=len(self.files) > 1000):
+                self._rebuild_shape()
 
     def ordered(self) -> list[Node]:
         """Every node in seq order (ties broken by file name)."""
         self._shape()
         return self._order
 
-    def children_by_pred(self, node_id: str) -> list[str]:
+    def _children(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         self._shape()
-        return self._by_pred.get(node_id, [])
+        if self._edges is None:
+            edges: tuple[dict[str, list[str]], dict[str, list[str]]] = ({}, {})
+            for n in self._order:
+                _add_edges(edges, n)
+            self._edges = edges
+        return self._edges
+
+    def children_by_pred(self, node_id: str) -> list[str]:
+        return self._children()[0].get(node_id, [])
 
     def children_by_caller(self, node_id: str) -> list[str]:
-        self._shape()
-        return self._by_caller.get(node_id, [])
+        return self._children()[1].get(node_id, [])
 
     def branch_root(self, node_id: str) -> str:
         """The node where the predecessor line through ``node_id`` starts (a first turn, the
@@ -316,25 +434,39 @@ class SessionIndex:
         memo, and appending never changes an existing node's root, so each node is walked once.
         """
         self._shape()
-        memo = self._root_memo
+        memo, nodes = self._root_memo, self.nodes
         path: list[str] = []
+        append = path.append
+        limit = len(nodes)
         cur = node_id
-        while cur not in memo:
-            node = self.nodes.get(cur)
-            if node is None or cur in path:
+        while True:
+            root = memo.get(cur)
+            if root is not None:
+                break
+            node = nodes.get(cur)
+            if node is None:
                 root = cur
                 break
-            path.append(cur)
+            append(cur)
             pred = node.predecessor
-            if not pred or cur == ROOT or (pred == ROOT and ROOT not in self.nodes):
+            if not pred or cur == ROOT or (pred == ROOT and ROOT not in nodes):
                 root = cur
+                break
+            if len(path) > limit:  # more steps than nodes: a cycle
+                root = self._cycle_entry(node_id)
                 break
             cur = pred
-        else:
-            root = memo[cur]
-        for seen in path:
-            memo[seen] = root
+        memo.update(dict.fromkeys(path, root))
         return root
+
+    def _cycle_entry(self, node_id: str) -> str:
+        """The first node a predecessor walk from ``node_id`` meets twice."""
+        seen: set[str] = set()
+        cur = node_id
+        while cur not in seen:
+            seen.add(cur)
+            cur = self.nodes[cur].predecessor  # type: ignore[assignment]
+        return cur
 
     def first_conversational_seq(self) -> int | None:
         self._shape()

@@ -8,6 +8,7 @@ unknown top-level keys are kept and written back, so a rewrite never drops a fie
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
@@ -231,8 +232,9 @@ def node_from_message(msg: dict, *, default_predecessor: str | None) -> tuple[No
     return node, named
 
 
-def parse_node(data: bytes, path: Path) -> Node:
-    """Parse one history file; any damage is a CorruptFile naming the file."""
+def parse_node(data: bytes, path: Path | str) -> Node:
+    """Parse one history file; any damage is a CorruptFile naming the file (``path`` is only
+    used for messages and the seq fallback, so a cold scan can pass the plain string)."""
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -246,7 +248,7 @@ def parse_node(data: bytes, path: Path) -> Node:
         raise CorruptFile(f"corrupt node file {path}: {exc}") from None
     seq = raw.get("seq")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        m = _NAME_RE.match(path.name)
+        m = _NAME_RE.match(os.path.basename(path))
         if not m:
             raise CorruptFile(f"corrupt node file {path}: no valid seq")
         seq = int(m.group(1))

@@ -20,26 +20,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import CorruptFile, InvalidInput, ScriptoriumError
-from ..faults import fault_point
 from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text,
                       check_name, check_text)
-from ..gitrepo import GitRepo
 from . import walks
 from .checks import Added, check_new_session_id, check_same
+from .commits import GITIGNORE, CommitOps
 from .errors import AppendRefused, HeadRefused, NodeNotFound, SessionNotFound
 from .events import RESERVED_SESSION_ID, HeadMoveLog
 from .forks import ForkOps
 from .lines import LineOps
 from .index import SessionIndex
-from .node import CHAIN_CALLERS, ROOT, Node, new_id, node_from_message, parse_node
+from .marks import MarkOps
+from .node import CHAIN_CALLERS, ROOT, Node, new_id, node_from_message
+from .nodefiles import LOCK_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
     from .bulk import BulkAppender
 
 log = logging.getLogger(__name__)
-
-LOCK_NAME = ".session.lock"
-GITIGNORE = f"{LOCK_NAME}\n*.tmp\nlarge_nodes/\nfile_backups/\n"
 
 HeadListener = Callable[[str, "str | None", "str | None"], None]
 
@@ -55,7 +53,7 @@ class _Op:
     warnings: list[str] = field(default_factory=list)
 
 
-class SessionStore(ForkOps, LineOps):
+class SessionStore(ForkOps, LineOps, MarkOps, CommitOps):
     """All sessions under ``root`` (= ``<home>/sessions``)."""
 
     lock_timeout: float = 60.0
@@ -122,14 +120,10 @@ class SessionStore(ForkOps, LineOps):
     @contextlib.contextmanager
     def _writing(self, sid: str) -> Iterator[_Op]:
         self._require(sid)
-        tl, fl = self._locks(sid)
-        with tl:
-            with fl:
-                idx = self._index(sid)
-                idx.refresh()
-                op = _Op(sid, idx)
-                yield op
-                self._log_moves(op.events)
+        with self._locked(sid) as idx:
+            op = _Op(sid, idx)
+            yield op
+            self._log_moves(op.events)
         self._announce(op.events)
 
     def _log_moves(self, events: list[tuple[str, str | None, str | None]]) -> None:
@@ -142,6 +136,29 @@ class SessionStore(ForkOps, LineOps):
             self.events.append(events, time.time())
         except (OSError, ScriptoriumError) as exc:
             log.warning("head-move log not written (%s): watchers find the move by polling", exc)
+
+    @contextlib.contextmanager
+    def _locked(self, sid: str) -> Iterator[SessionIndex]:
+        """The session lock held, the index fresh; on the way out (even after an error) the
+        index seals what this process wrote, so other processes notice it."""
+        tl, fl = self._locks(sid)
+        with tl, fl:
+            idx = self._index(sid)
+            idx.refresh()
+            self._sweep_temps(idx)
+            try:
+                yield idx
+            finally:
+                idx.seal()
+
+    @staticmethod
+    def _sweep_temps(idx: SessionIndex) -> None:
+        """Under the lock no other writer of ours is mid-write, so a temp file the last scan
+        saw in ``history/`` was left by a killed process: remove it."""
+        for name in idx.stale_temps:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(idx.hist / name)
+        idx.stale_temps = []
 
     def _announce(self, events: list[tuple[str, str | None, str | None]]) -> None:
         for sid, old, new in events:
@@ -176,10 +193,7 @@ class SessionStore(ForkOps, LineOps):
         if not sdir.exists():
             check_new_session_id(self.root, sid, self.exists)
         sdir.mkdir(exist_ok=True)
-        tl, fl = self._locks(sid)
-        with tl, fl:
-            idx = self._index(sid)
-            idx.refresh()
+        with self._locked(sid) as idx:
             if idx.meta_present:
                 if idx.meta.get("id") != sid:  # a copied-in or history-only session
                     self._write_meta(idx, dict(idx.meta, id=sid))
@@ -355,6 +369,7 @@ class SessionStore(ForkOps, LineOps):
             raise AppendRefused(f"session {sid}: caller {caller} of node {node.id} does not exist")
         self._check_invariant(idx, sid, node)
         node.seq = idx.max_seq + 1
+        idx.before_own_history_write()
         idx.hist.mkdir(parents=True, exist_ok=True)
         name = node.filename()
         data = node.dumps()
@@ -480,103 +495,3 @@ class SessionStore(ForkOps, LineOps):
                              "created_at": n.created_at, "seq": n.seq})
             rows.sort(key=lambda r: (not r["head"], -r["seq"]))
             return rows
-
-    # --- node rewrites --------------------------------------------------------------------------
-    def merge_node_metadata_batch(self, sid: str, patches: dict[str, dict]) -> None:
-        """Merge each patch into its node's metadata, touching nothing else (not meta.json,
-        not ``updated_at``, not the index's directory fingerprint). The marker's write path.
-        A ``None`` value removes that key (JSON merge-patch), which is how a mark is taken back."""
-        if not isinstance(patches, dict):
-            raise InvalidInput(f"session {sid}: patches must be a dict of node id to dict")
-        for nid, patch in patches.items():
-            check_name(nid, "node id")
-            if not isinstance(patch, dict):
-                raise InvalidInput(f"session {sid}: patch for node {nid} must be a dict")
-        if not patches:
-            return
-        with self._writing(sid) as op:
-            missing = [nid for nid in patches if nid not in op.idx.nodes]
-            if missing:
-                raise NodeNotFound(f"node {missing[0]} not found in session {sid}")
-            for n, (nid, patch) in enumerate(patches.items()):
-                self._rewrite_metadata_locked(op, nid, patch)
-                if n == 0:
-                    fault_point("mid-mark")
-
-    def _rewrite_metadata_locked(self, op: _Op, node_id: str, patch: dict) -> None:
-        """Read the node file from disk (never the cache), merge, replace atomically."""
-        idx = op.idx
-        name = idx.file_of[node_id]
-        path = idx.hist / name
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise NodeNotFound(f"node {node_id} of session {op.sid} vanished ({path})") from None
-        current = parse_node(data, path)
-        md = dict(current.metadata)
-        for key, value in patch.items():
-            if key == "predecessor":
-                continue
-            if value is None:
-                md.pop(key, None)
-            else:
-                md[key] = value
-        try:
-            raw = json.loads(data)
-        except ValueError:  # parse_node already vouched for it
-            raw = current.to_json()
-        raw["metadata"] = md
-        out = json.dumps(raw, ensure_ascii=False).encode("utf-8")
-        atomic_write_bytes(path, out)
-        idx.record_own_write(name, parse_node(out, path), out)
-
-    # --- git ----------------------------------------------------------------------------------
-    def commit_turn(self, sid: str, message: str) -> str | None:
-        """Commit everything in the session dir (lazy git init); None if nothing changed."""
-        if not isinstance(message, str) or not message.strip():
-            raise InvalidInput(f"session {sid}: commit message must be a non-empty string")
-        with self._writing(sid) as op:
-            return self._commit(op, message)
-
-    def _commit(self, op: _Op, message: str, *, soft: bool = False) -> str | None:
-        """Commit the session dir. ``soft``: the change is already durable, so a failure is
-        recorded in ``op.warnings`` (the history is behind, nothing is lost) instead of
-        raised, and the next commit takes the change in."""
-        sdir = op.idx.dir
-        try:
-            if not (sdir / ".gitignore").exists():
-                atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
-            repo = GitRepo(sdir)
-            repo.ensure(initial_message="session init", include_existing=False)
-            return repo.commit_all(message)
-        except ScriptoriumError as exc:
-            if not soft:
-                raise
-            op.warnings.append(f"session {op.sid}: stored, but history was not committed "
-                               f"({exc.code}: {exc})")
-            return None
-
-    def _maybe_commit(self, op: _Op, node: Node, commit: bool | None) -> str | None:
-        if commit is False or (commit is None and not self.git):
-            return None
-        user = self._turn_user(op.idx, node)
-        if commit is None and user is None:
-            return None
-        text = (user or node).text().strip()
-        first = text.splitlines()[0][:60] if text else node.id
-        return self._commit(op, f"turn: {first}", soft=True)
-
-    @staticmethod
-    def _turn_user(idx: SessionIndex, node: Node) -> Node | None:
-        """The user turn ``node`` completes, if ``node`` is a chain-level reply."""
-        if (node.role != "llm" or not node.chain_level or node.is_summary or node.is_runtime
-                or not node.predecessor):
-            return None
-        user = idx.nodes.get(node.predecessor)
-        if user is None or user.role != "user" or user.is_root:
-            return None
-        return user
-
-    def git_log(self, sid: str, limit: int = 50) -> list[dict]:
-        """The session's per-turn commits, newest first (empty before the first commit)."""
-        return GitRepo(self._require(sid)).log(limit)

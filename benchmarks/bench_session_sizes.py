@@ -1,0 +1,266 @@
+"""Session-store costs as curves over the session's size (issue 12), printed in one run.
+
+1. Cold pending work: a new store computes ``Memory.pending`` (10-turn backlog) on a session it
+   has never read, against the read-and-parse floor measured in the same run (list
+   ``history/``, read every node file, ``parse_node`` it) and, up to ``--old-max`` turns, the
+   same call with the store code of ``--old-rev`` (before this change).
+2. Append: one turn (user message + assistant reply, no git commit) at each size against the
+   same turn on a 10-node session, rounds interleaved so machine load hits both alike; the
+   full re-scans of ``history/`` the appends triggered are counted.
+3. The per-turn git commit at each size: ours (stage the changed files, plumbing commit)
+   against ``git add -A`` + ``git commit`` on the same repository, alternating.
+4. Marking a 20-node batch (``merge_node_metadata_batch``): ours (one durable step) against
+   one atomic, fsynced replace per node (the old way: two fsyncs per node); and the next
+   read after a mark, which re-lists ``history/`` (a mark never records the index as synced).
+
+The sessions are generated as node files written straight to disk, in the store's format (a
+linear chain, all but the last 10 turns marked for the workspace): appending 50,000 turns one
+by one would benchmark the append path instead.
+
+Run: python benchmarks/bench_session_sizes.py [--sizes 100,1000,10000,50000]
+     [--append-sizes 100,1000,10000,50000,100000] [--rounds N] [--only cold,append,commit,mark]
+     [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import bench_write_path  # noqa: E402  (the long-session generator)
+
+from scriptorium.config import load_settings  # noqa: E402
+from scriptorium.fsutil import atomic_write_bytes  # noqa: E402
+from scriptorium.gitrepo import GitRepo  # noqa: E402
+from scriptorium.memory.writing import Memory  # noqa: E402
+from scriptorium.sessions import SessionStore  # noqa: E402
+from scriptorium.sessions.node import parse_node  # noqa: E402
+
+MARK = "memory_written_scriptorium"
+REPO = Path(__file__).resolve().parents[1]
+
+OLD_PENDING = r"""
+import sys, time, statistics
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from scriptorium.config import load_settings
+from scriptorium.memory.writing import Memory
+from scriptorium.sessions import SessionStore
+home, rounds = Path(sys.argv[2]), int(sys.argv[3])
+mem = Memory(home, settings=load_settings(home), store=SessionStore(home / "sessions", git=False))
+out = []
+for _ in range(rounds):
+    mem.store = SessionStore(home / "sessions", git=False)
+    t0 = time.perf_counter()
+    assert len(mem.pending("long")) == 10
+    out.append(time.perf_counter() - t0)
+print(statistics.median(out))
+"""
+
+
+def make_session(home: Path, n: int) -> str:
+    """bench_write_path's n-turn session (all but the last 10 turns marked), backdated an
+    hour like a long-lived session; returns its id."""
+    bench_write_path.make_session(home, n, backlog=10)
+    sdir = home / "sessions" / "long"
+    past = time.time() - 3600
+    for p in [*(sdir / "history").iterdir(), sdir / "history", sdir / "meta.json"]:
+        os.utime(p, (past, past))
+    return "long"
+
+
+def header(title: str, *columns: str) -> None:
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
+def floor(hist: Path) -> float:
+    """List, read and parse every node file once, with the cheapest calls (raw open, one
+    read, close; no stat): what any cold open must at least do."""
+    t0 = time.perf_counter()
+    for entry in os.scandir(hist):
+        fd = os.open(entry.path, os.O_RDONLY)
+        try:
+            data = os.read(fd, 1 << 16)  # the generated node files are far smaller
+        finally:
+            os.close(fd)
+        assert len(data) < 1 << 16
+        parse_node(data, entry.path)
+    return time.perf_counter() - t0
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:.1f}" if x >= 0.01 else f"{x * 1000:.2f}"
+
+
+def old_tree(tmp: Path, rev: str) -> Path | None:
+    """The package as it was at ``rev`` (git archive), or None if git cannot give it."""
+    dest = tmp / "old"
+    dest.mkdir()
+    try:
+        tar = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src/scriptorium"],
+                             capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+    return dest / "src"
+
+
+def cold_pending(tmp: Path, sizes: list[int], rounds: int, old: Path | None,
+                 old_max: int) -> None:
+    header("Cold pending work (new store, first `Memory.pending`, 10-turn backlog)",
+           "turns", "read-and-parse floor", "ours", "ours / floor", "old code", "old / ours")
+    for n in sizes:
+        home = tmp / f"cold{n}"
+        make_session(home, n)
+        mem = Memory(home, settings=load_settings(home),
+                     store=SessionStore(home / "sessions", git=False))
+        ours, base = [], []
+        for _ in range(rounds):
+            base.append(floor(home / "sessions" / "long" / "history"))
+            mem.store = SessionStore(home / "sessions", git=False)
+            t0 = time.perf_counter()
+            assert len(mem.pending("long")) == 10
+            ours.append(time.perf_counter() - t0)
+        o, f = statistics.median(ours), statistics.median(base)
+        old_cell, ratio = "–", "–"
+        if old is not None and n <= old_max:
+            r = subprocess.run([sys.executable, "-c", OLD_PENDING, str(old), str(home),
+                                "1" if n >= 10_000 else str(rounds)],
+                               capture_output=True, text=True, check=True)
+            t_old = float(r.stdout.strip())
+            old_cell, ratio = f"{ms(t_old)} ms", f"{t_old / o:.1f}x"
+        print(f"| {n:,} | {ms(f)} ms | {ms(o)} ms | {o / f:.2f} | {old_cell} | {ratio} |")
+
+
+def one_turn(store: SessionStore, sid: str) -> float:
+    t0 = time.perf_counter()
+    store.append_message(sid, {"role": "user", "content": "one more question " * 10})
+    store.append_message(sid, {"role": "assistant", "content": "one more answer " * 20})
+    return time.perf_counter() - t0
+
+
+def appends(tmp: Path, sizes: list[int], rounds: int) -> None:
+    header("Append one turn (user + reply, no commit), warm store",
+           "nodes", "ours", "same turn at 10 nodes", "ratio", "full re-scans of history/")
+    stores: dict[int, SessionStore] = {}
+    for n in [10, *sizes]:
+        make_session(tmp / f"append{n}", n)
+        stores[n] = SessionStore(tmp / f"append{n}" / "sessions", git=False)
+        stores[n].get_branch("long")  # open once: the cold open is measured above
+    samples: dict[int, list[float]] = {n: [] for n in stores}
+    scans0 = {n: st._index("long").scans for n, st in stores.items()}
+    for _ in range(rounds):
+        for n, st in stores.items():
+            samples[n].append(one_turn(st, "long"))
+    small = statistics.median(samples[10])
+    for n in sizes:
+        t = statistics.median(samples[n])
+        scans = stores[n]._index("long").scans - scans0[n]
+        print(f"| {n:,} | {ms(t)} ms | {ms(small)} ms | {t / small:.2f} | "
+              f"{scans} in {2 * rounds} appends |")
+
+
+def commits(tmp: Path, sizes: list[int], rounds: int) -> None:
+    header("The per-turn git commit (after a turn's two appends)",
+           "nodes", "ours: stage changed files, plumbing commit", "`add -A` + `commit`", "ratio")
+    for n in [10, *sizes]:
+        home = tmp / f"git{n}"
+        sid = make_session(home, n)
+        store = SessionStore(home / "sessions", git=True)
+        store.append_message(sid, {"role": "user", "content": "start"}, commit=True)
+        repo = GitRepo(home / "sessions" / sid)
+        ours, old = [], []
+        for i in range(rounds):
+            for bucket in (ours, old):
+                store.append_message(sid, {"role": "user", "content": f"q{i}"}, commit=False)
+                store.append_message(sid, {"role": "assistant", "content": f"a{i}"},
+                                     commit=False)
+                t0 = time.perf_counter()
+                if bucket is ours:
+                    assert store.commit_turn(sid, f"turn: q{i}")
+                else:
+                    assert repo.commit_all(f"turn: q{i}")
+                bucket.append(time.perf_counter() - t0)
+        o, b = statistics.median(ours), statistics.median(old)
+        print(f"| {n:,} | {ms(o)} ms | {ms(b)} ms | {b / o:.1f}x |")
+
+
+def marks(tmp: Path, sizes: list[int], rounds: int) -> None:
+    header("Marking a 20-node batch (`merge_node_metadata_batch`)",
+           "nodes", "ours: one durable step", "one fsynced replace per node", "ratio",
+           "the next read after a mark (re-lists history/)")
+    for n in sizes:
+        sid = make_session(tmp / f"mark{n}", n)
+        make_session(tmp / f"markold{n}", n)  # the old way writes behind a store: a copy
+        store = SessionStore(tmp / f"mark{n}" / "sessions", git=False)
+        hist = tmp / f"markold{n}" / "sessions" / sid / "history"
+        ours, old, reread = [], [], []
+        for r in range(rounds):
+            t0 = time.perf_counter()
+            store.head(sid)  # a mark never records the index as synced (DESIGN §3): re-lists
+            reread.append(time.perf_counter() - t0)
+            ids = [f"t{(r * 20 + k) % n}" for k in range(20)]
+            t0 = time.perf_counter()
+            store.merge_node_metadata_batch(sid, {i: {MARK: f"w-{r:08x}"} for i in ids})
+            ours.append(time.perf_counter() - t0)
+            files = {p.name.split("-", 2)[2][:-5]: p for p in hist.iterdir()
+                     if p.name.split("-", 2)[2][:-5] in ids}
+            t0 = time.perf_counter()
+            for nid in ids:  # the old way: read, merge, one atomic fsynced replace each
+                doc = json.loads(files[nid].read_bytes())
+                doc["metadata"][MARK] = f"w-old{r}"
+                atomic_write_bytes(files[nid], json.dumps(doc).encode())
+            old.append(time.perf_counter() - t0)
+        o, b = statistics.median(ours), statistics.median(old)
+        print(f"| {n:,} | {ms(o)} ms | {ms(b)} ms | {b / o:.1f}x | "
+              f"{ms(statistics.median(reread[1:]))} ms |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="100,1000,10000,50000")
+    ap.add_argument("--append-sizes", default="100,1000,10000,50000,100000")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--old-rev", default="6c50144",
+                    help="git revision whose store code is the 'old code' column")
+    ap.add_argument("--old-max", type=int, default=10_000,
+                    help="largest size the old code runs at (it is quadratic)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, 3 rounds (smoke run)")
+    ap.add_argument("--only", default="cold,append,commit,mark",
+                    help="which tables to print (comma-separated)")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    append_sizes = [int(x) for x in args.append_sizes.split(",")]
+    rounds = args.rounds
+    if args.quick:
+        sizes, append_sizes, rounds = [100, 1000], [100, 1000], 3
+    print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} CPUs; "
+          f"Python {sys.version.split()[0]}; {rounds} rounds, medians")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        only = set(args.only.split(","))
+        if "cold" in only:
+            cold_pending(tmp, sizes, max(3, rounds // 3), old_tree(tmp, args.old_rev),
+                         args.old_max)
+        if "append" in only:
+            appends(tmp, append_sizes, rounds)
+        if "commit" in only:
+            commits(tmp, sizes, max(3, rounds // 3))
+        if "mark" in only:
+            marks(tmp, sizes, max(3, rounds // 3))
+    print(f"\nload average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
