@@ -153,6 +153,9 @@ def atomic_write_many(items: Sequence[tuple[Path, bytes]], mode: int = 0o600, *,
     i-th rename (named crash points use them)."""
     staged: list[tuple[str, Path]] = []
     fds: list[int] = []
+    for path, _ in items:  # refused before anything is written
+        refuse_symlink(path)
+        refuse_symlink(Path(path).parent, "directory")
     try:
         for path, data in items:
             path = Path(path)
