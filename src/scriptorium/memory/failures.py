@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ScriptoriumError
+from ..errors import ReasonCode, ScriptoriumError
 
 
 @dataclass
 class Failure:
     """Why a write did not happen, and whether trying again later can help."""
 
-    reason_code: str
+    reason_code: ReasonCode
     retryable: bool
     message: str
 
@@ -29,6 +29,6 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, ScriptoriumError):
         return Failure(exc.code, exc.retryable, str(exc))
     if isinstance(exc, ValueError):
-        return Failure("WRITER_PRECONDITION_FAILED", False, str(exc) or type(exc).__name__)
+        return Failure(ReasonCode.WRITER_PRECONDITION_FAILED, False, str(exc) or type(exc).__name__)
     retryable = bool(getattr(exc, "retryable", False))
-    return Failure("WRITER_FAILURE_UNKNOWN", retryable, f"{type(exc).__name__}: {exc}")
+    return Failure(ReasonCode.WRITER_FAILURE_UNKNOWN, retryable, f"{type(exc).__name__}: {exc}")

@@ -14,11 +14,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InvalidInput
 from ..redact import redact
+from ..sessions.kinds import is_runtime, is_spawn_root, message_is_summary
 from ..tokens import count_tokens
 
 MARK_KEY = "memory_written_scriptorium"
 PROVIDER = "openprogram"  # provider name of session turns, kept for compatibility
-RUNTIME_SOURCES = frozenset({"job_followup", "merge_turn"})
 _ROLES = frozenset({"user", "assistant"})
 
 
@@ -83,21 +83,11 @@ def message_text(content: Any) -> str:
     return ""
 
 
-def is_runtime_turn(message: Mapping[str, Any]) -> bool:
-    """A turn the runtime wrote to itself (sub-agent notices, merge prompts)."""
-    return message.get("display") == "runtime" or message.get("source") in RUNTIME_SOURCES
-
-
-def is_summary(message: Mapping[str, Any]) -> bool:
-    """A compaction summary: it restates turns memory takes from their own nodes."""
-    return "covers_ids" in message or message.get("compaction") is True
-
-
 def is_record(message: Mapping[str, Any]) -> bool:
     """Does memory record this message? User/assistant turns with text, minus runtime turns,
     compaction summaries and the root."""
     return (message.get("role") in _ROLES and message.get("display") != "root"
-            and not is_runtime_turn(message) and not is_summary(message)
+            and not is_runtime(message) and not message_is_summary(message)
             and bool(message_text(message.get("content")).strip()))
 
 
@@ -137,7 +127,7 @@ def records(session_id: str, branch: Sequence[Mapping[str, Any]], *,
 
 
 def _origin(message: Mapping[str, Any], in_sub_agent: bool) -> str:
-    if message.get("spawn_branch_root") is True or message.get("source") == "agent_spawn":
+    if is_spawn_root(message):
         return "spawn"
     if in_sub_agent:
         return "sub-agent"

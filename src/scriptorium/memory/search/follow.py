@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..sources import split_source_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..workspace import Workspace
 
 SESSION_PROVIDER = "openprogram"  # session turns are archived under this provider
 
 
-def follow(workspace: Any, source_id: str) -> dict[str, Any]:
+def follow(workspace: "Workspace", source_id: str) -> dict[str, Any]:
     """Where a cited source id came from: for a session turn, ``session_id`` and ``node_id``
     (``openprogram/<session>/<node>``); for other providers those two are None. ``archived``
     tells whether the archive holds the turn, and if so its text, time, speaker and file.

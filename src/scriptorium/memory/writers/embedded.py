@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ...config import Settings
 from ...fsutil import safe_join
 from ..records import Record
 from .base import WriteRequest, WriterAudit
@@ -176,8 +177,13 @@ class _Paragraph:
 class EmbeddedWriter:
     """Deterministic topic writer; see the module docstring."""
 
-    name = "embedded"
-    repair_attempts = 0  # deterministic: the same batch would be rejected the same way
+    name: str = "embedded"
+    repair_attempts: int = 0  # deterministic: the same batch would be rejected the same way
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "EmbeddedWriter":
+        """The entry-point factory (``scriptorium.writers``): nothing to configure."""
+        return cls()
 
     def write(self, request: WriteRequest) -> WriterAudit:
         audit = WriterAudit(writer=self.name)
