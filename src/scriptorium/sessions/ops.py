@@ -1,4 +1,5 @@
-"""One locked write on a session, and what the operation mixins need of the store for it.
+"""One locked write on a session, and what the operation mixins (and the bulk appender) need
+of the store for it.
 
 :class:`~.store.SessionStore` is assembled from mixins (the fork operations and others); each
 mixin runs its work inside the store's locked write. They annotate ``self`` with
@@ -8,9 +9,13 @@ that imports it.
 
 from __future__ import annotations
 
+import threading
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
+
+from ..fsutil import FileLock
 
 from .index import SessionIndex
 from .node import Node
@@ -50,3 +55,21 @@ class LockedStore(Protocol):
     def _commit(self, op: Op, message: str, *, soft: bool = False) -> str | None: ...
 
     def _maybe_commit(self, op: Op, node: Node, commit: bool | None) -> str | None: ...
+
+
+HeadMoves = list[tuple[str, str | None, str | None]]
+
+
+class BulkStore(Protocol):
+    """What :class:`~.bulk.BulkAppender` needs of the store: the session's locks, its meta
+    file, and telling listeners and other processes about head moves."""
+
+    def _require(self, sid: str) -> Path: ...
+
+    def _locks(self, sid: str) -> tuple[threading.RLock, FileLock]: ...
+
+    def _read_meta_file(self, path: Path) -> dict[str, Any]: ...
+
+    def _log_moves(self, events: HeadMoves) -> None: ...
+
+    def _announce(self, events: HeadMoves) -> None: ...
