@@ -87,7 +87,7 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         raise InvalidInput(f"invalid setting {name}={value!r} in {origin}") from None
 
 
-def _check_keys(data: dict, path: Path) -> list[str]:
+def _check_keys(data: dict[str, Any], path: Path) -> list[str]:
     """An unknown key in a section we own is an error naming it (a typo would otherwise be
     ignored for good); an unknown section is left to whatever owns it, with a warning."""
     warnings = []

@@ -40,6 +40,7 @@ class ReasonCode(enum.StrEnum):
     # busy / concurrent (exit 5)
     CONCURRENT_UPDATE = "CONCURRENT_UPDATE"
     STALE_BATCH = "STALE_BATCH"
+    SEARCH_INDEX_UNAVAILABLE = "SEARCH_INDEX_UNAVAILABLE"
     # a write that failed (exit 1)
     WRITE_FAILED = "WRITE_FAILED"
     COMMIT_REJECTED = "COMMIT_REJECTED"

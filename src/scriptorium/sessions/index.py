@@ -29,6 +29,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Iterable
 
+from ..errors import CorruptFile
 from ..fsutil import json_object
 from .node import CHAIN_CALLERS, ROOT, Node, parse_node
 from .nodefiles import (LOCK_NAME, StatKey, gc_paused, older_than, read_gen, read_node_file,
