@@ -36,7 +36,7 @@ from ...errors import ConcurrentUpdate, ReasonCode
 from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive, parse_v2, read_legacy, read_text
 from ..topics import parse_topic
-from ..workspace import read_generation
+from ..directory import read_generation
 from .documents import Document, claim_documents, frame_documents, logical_path
 
 log = logging.getLogger(__name__)
