@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from ..errors import InvalidInput
 from .app import App, command, memory, output
 
 
@@ -110,7 +109,5 @@ def reorganize_cmd(app: App, writer: str) -> None:
 def context_cmd(app: App, session_id: str, head: str | None, budget: int | None) -> None:
     """The memory a model on that branch should see now, as one Markdown block: claims
     relevant to its recent turns, on-line first, alternatives labelled, each with its id."""
-    from .write_cmds import open_memory
-
-    ctx = open_memory(app).context(session_id, head, budget=budget)
+    ctx = app.memory().context(session_id, head, budget=budget)
     output(app, ctx.to_dict(), lambda d: d["markdown"].rstrip("\n"))

@@ -328,14 +328,7 @@ class Memory:
                              self.write(result.changed_sessions, force=True)]
         return out
 
-    # -- reading ---------------------------------------------------------------------------
-
-    def search(self, query: str, *, session: str | None = None, head: str | None = None,
-               **options: Any) -> list[search.Hit]:
-        """:func:`scriptorium.memory.search.search` over this home; with ``session`` (and
-        optionally ``head``) every hit says whether it is on the reader's line."""
-        return search.search(self.workspace, query, session=session, head=head,
-                             store=self.store, **options)
+    # -- branch-aware reading ------------------------------------------------------------
 
     def context(self, session_id: str, head: str | None = None, *,
                 budget: int | None = None) -> "MemoryContext":
