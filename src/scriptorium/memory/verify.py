@@ -20,6 +20,9 @@ Problem kinds (``severity`` "error" makes ``ok`` false, "info" does not):
 * ``marked_not_cited`` (info): a marked turn no topic block cites. A mark means "handed to the
   writer", not "cited": a writer may fold five turns into one paragraph citing one of them. It
   is reported so a reader can see it, it does not make ``ok`` false, and repair leaves it.
+* ``blocked`` (error): a live branch whose last write failed for a reason a retry cannot fix
+  (``reason_code``, ``hint``: what the user can do); every later turn of it waits behind the
+  failed batch. A successful write on the branch clears it.
 * ``topic_invalid`` (error): a topic file breaks the format (strict parse).
 * ``session_unreadable`` (error): a session whose branches cannot be walked (a dangling
   predecessor, a corrupt node file); nothing about its marks can be said.
@@ -209,6 +212,15 @@ def _check_session(memory: "Memory", sid: str, ws_id: str | None, cited: set[str
             if r.node_id not in problem.extra["stranded"]:
                 problem.extra["stranded"].append(r.node_id)
     view.problems.extend(gaps.values())
+    for tip, recs in view.branches.items():
+        marked_at = [i for i, r in enumerate(recs) if r.marked_for(ws_id)]
+        pending = [r.node_id for r in recs[(marked_at[-1] + 1 if marked_at else 0):]]
+        blocked = memory.blocked.for_branch(sid, tip, pending)
+        if blocked is not None:
+            view.problems.append(Problem(
+                "blocked", sid, tip,
+                f"{len(pending)} turn(s) cannot be written: {blocked['reason_code']}: "
+                f"{blocked['message']} -> {blocked['hint']}", dict(blocked)))
     seen: set[str] = set()
     archive = memory.workspace.sources
     for recs in view.branches.values():

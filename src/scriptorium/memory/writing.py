@@ -14,10 +14,12 @@ reason code and whether retrying can help.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..config import Settings, load_settings, resolve_home
 from ..errors import ScriptoriumError
@@ -28,7 +30,7 @@ from ..sessions import SessionStore
 from ..sessions.node import ROOT
 from . import search
 from .citations import cited_sources
-from .failures import Failure, classify
+from .failures import BlockedBranches, Failure, classify
 from .records import (MARK_KEY, Record, first_batch, is_record, message_text, records,
                       total_tokens)
 from .side_branches import (ARCHIVED, AT_BOUNDARY, BELOW_THRESHOLD, FAILURE, PendingBranch,
@@ -107,6 +109,7 @@ class Memory:
         self.store = store or SessionStore(self.home / "sessions")
         self.workspace = workspace or Workspace.open(self.home / "memory")
         search.attach(self.workspace)  # the search index is updated inside every install
+        self.blocked = BlockedBranches(self.workspace.runtime_dir)
         self._writer = writer
         self.clock = clock
 
@@ -163,7 +166,8 @@ class Memory:
             step.note = "empty batch"
             return step
         try:
-            with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT):
+            with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT), \
+                    self._reported(session_id, tip, step):
                 stranded, opening = self._would_strand(session_id, batch)
                 if stranded:
                     step.failure = Failure(
@@ -202,6 +206,23 @@ class Memory:
         except Exception as exc:  # every failure is reported, none is swallowed silently
             step.failure = classify(exc)
         return step
+
+    @contextlib.contextmanager
+    def _reported(self, session_id: str, tip: str | None, step: StepResult) -> Iterator[None]:
+        """Inside the workspace lock: any exception of the step becomes ``step.failure``, and
+        the branch's blocked record follows the outcome (a non-retryable failure is kept for
+        ``memory status`` and ``verify``; a success clears it)."""
+        try:
+            yield
+        except Exception as exc:  # every failure is reported, none is swallowed silently
+            step.failure = classify(exc)
+        at = _dt.datetime.fromtimestamp(self.clock(), _dt.timezone.utc).isoformat(
+            timespec="seconds")
+        try:
+            self.blocked.note(session_id, tip, step.failure, [r.node_id for r in step.batch],
+                              step.marked, at)
+        except OSError:
+            pass  # a report that cannot be saved never turns a write into a failure
 
     def _would_strand(self, session_id: str,
                       batch: Sequence[Record]) -> tuple[list[str], str]:
@@ -417,9 +438,10 @@ class Memory:
             if tip is None or tip == ROOT:  # rewound to the start: no branch yet
                 continue
             pending = self.pending(session_id, tip)
+            ids = [r.node_id for r in pending]
             branches.append({"tip": tip, "head": tip == head, "pending_turns": len(pending),
-                             "pending_tokens": total_tokens(pending),
-                             "pending_ids": [r.node_id for r in pending]})
+                             "pending_tokens": total_tokens(pending), "pending_ids": ids,
+                             "blocked": self.blocked.for_branch(session_id, tip, ids)})
         return {"session_id": session_id, "branches": branches}
 
 
