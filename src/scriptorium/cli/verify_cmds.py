@@ -31,7 +31,8 @@ def _human(d: dict[str, Any]) -> str:
 @click.argument("session_ids", nargs=-1, metavar="[SID]...")
 @click.option("--repair", is_flag=True,
               help="Take back the marks that strand turns behind a gap (and marks of turns "
-                   "with no archived evidence), so the next write offers those turns again.")
+                   "with no archived evidence or whose citation was lost), so the next write "
+                   "offers those turns again.")
 def verify_cmd(app: App, session_ids: tuple[str, ...], repair: bool) -> None:
     """Check that on every live branch this workspace's marks form a prefix, that every
     marked turn is archived, and list marked turns no topic cites. Read-only without

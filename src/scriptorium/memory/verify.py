@@ -17,9 +17,14 @@ Problem kinds (``severity`` "error" makes ``ok`` false, "info" does not):
 * ``marked_not_archived`` (error): a turn marked for this workspace has no archived evidence.
   The mark claims a write whose evidence is gone (a restored or damaged workspace), so nothing
   in memory can cite it. Repair takes that mark back (and so whatever it strands).
-* ``marked_not_cited`` (info): a marked turn no topic block cites. A mark means "handed to the
-  writer", not "cited": a writer may fold five turns into one paragraph citing one of them. It
-  is reported so a reader can see it, it does not make ``ok`` false, and repair leaves it.
+* ``marked_not_cited`` (info): a marked turn no topic block cites and none ever did. A mark
+  means "handed to the writer", not "cited": a writer may fold five turns into one paragraph
+  citing one of them. It is reported so a reader can see it, it does not make ``ok`` false,
+  and repair leaves it.
+* ``citation_lost`` (error): a marked turn no topic cites now although one did (the workspace
+  history added a line citing it): a hand edit, a restored copy or a bad writer removed its
+  paragraph, and no write would ever offer the turn again. Repair takes its mark back (and so
+  whatever that strands), so the next write writes it again.
 * ``blocked`` (error): a live branch whose last write failed for a reason a retry cannot fix
   (``reason_code``, ``hint``: what the user can do); every later turn of it waits behind the
   failed batch. A successful write on the branch clears it.
@@ -236,7 +241,7 @@ def _check_session(memory: "Memory", sid: str, ws_id: str | None, cited: set[str
                 view.problems.append(Problem(
                     "marked_not_cited", sid, r.node_id,
                     f"marked for {ws_id} (handed to the writer) but no topic cites "
-                    f"{r.source_id}"))
+                    f"{r.source_id}", {"source_id": r.source_id}))
     if count is not None:
         count.marked_turns += len(seen)
     return view
@@ -257,7 +262,29 @@ def _check(memory: "Memory", ids: list[str], ws_id: str | None) -> tuple[VerifyR
         report.sessions += 1
         views[sid] = _check_session(memory, sid, ws_id, cited, count=report)
         report.problems.extend(views[sid].problems)
+    _find_lost_citations(ws, report.problems)
     return report, views
+
+
+def _find_lost_citations(ws: "Workspace", problems: list[Problem]) -> None:
+    """Turn ``marked_not_cited`` into ``citation_lost`` where the workspace history shows a
+    topic once cited the turn (its archive anchor was on a line some commit added): the turn
+    reached memory and its paragraph went since. A turn a writer folded into another's
+    paragraph was never cited and stays information. One ``git log`` for the whole check,
+    and only when some marked turn is uncited."""
+    uncited = [p for p in problems if p.kind == "marked_not_cited"]
+    if not uncited:
+        return
+    history = ws.git.added_matches(r"#(source-[0-9a-f]{16})\)", ["topics"])
+    if not history:
+        return
+    for problem in uncited:
+        frame = ws.sources.lookup(problem.extra.get("source_id", ""))
+        if frame is not None and frame.anchor in history:
+            problem.kind = "citation_lost"
+            problem.detail = (f"topics cited {frame.source_id} once (the workspace history "
+                              "shows it) and no topic cites it now: its paragraph was lost; "
+                              "--repair offers the turn again")
 
 
 def _session_ids(memory: "Memory", session_ids: Iterable[str] | None) -> list[str]:
@@ -290,7 +317,7 @@ def verify(memory: "Memory", session_ids: Iterable[str] | None = None, *,
             repaired.append({"kind": "interrupted_install", "done": ws.recover()})
         if ws_id is not None:
             unarchived = {(p.session_id, p.node_id) for p in before.problems
-                          if p.kind == "marked_not_archived"}
+                          if p.kind in ("marked_not_archived", "citation_lost")}
             for sid, view in views.items():
                 if not view.branches:
                     continue

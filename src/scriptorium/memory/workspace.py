@@ -464,11 +464,14 @@ class Workspace:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def begin(self, allowed_sources: Iterable[str] = (), purpose: str = "write") -> "Transaction":
-        """Stage a copy of topics/ for a writer; see scriptorium.memory.transaction."""
+    def begin(self, allowed_sources: Iterable[str] = (), purpose: str = "write",
+              own_blocks: Iterable[str] = ()) -> "Transaction":
+        """Stage a copy of topics/ for a writer; see scriptorium.memory.transaction.
+        ``own_blocks``: paragraphs this run created earlier, which the write may remove."""
         from .transaction import Transaction
 
-        return Transaction(self, allowed_sources=allowed_sources, purpose=purpose)
+        return Transaction(self, allowed_sources=allowed_sources, purpose=purpose,
+                           own_blocks=own_blocks)
 
     def add_install_hook(self, fn: Callable[["Workspace", "TransactionResult"], None]) -> None:
         """Call ``fn(workspace, result)`` after each successful install (a failing hook is

@@ -53,6 +53,7 @@ class StepResult:
     tip: str | None = None  # the branch tip whose walk offered this batch
     marked: list[str] = field(default_factory=list)
     changed_files: list[str] = field(default_factory=list)
+    created_blocks: list[str] = field(default_factory=list)
     failure: Failure | None = None
     note: str = ""
     warnings: list[str] = field(default_factory=list)  # e.g. the history was not committed
@@ -159,8 +160,10 @@ class Memory:
     # -- one write step ------------------------------------------------------------------
 
     def write_batch(self, session_id: str, batch: Sequence[Record],
-                    tip: str | None = None) -> StepResult:
-        """Archive, write and mark one batch (see the module docstring for the order)."""
+                    tip: str | None = None, own_blocks: Sequence[str] = ()) -> StepResult:
+        """Archive, write and mark one batch (see the module docstring for the order).
+        ``own_blocks``: paragraphs earlier batches of this run created (the writer may
+        remove those; any other paragraph citing turns outside the batch it must keep)."""
         step = StepResult(batch=list(batch), tip=tip)
         if not batch:
             step.note = "empty batch"
@@ -186,10 +189,11 @@ class Memory:
                     WriteRequest(batch=list(batch), stage=self.workspace.root,
                                  cited=frozenset(cited), session_title=title,
                                  subject_hint=opening, log_dir=self.workspace.runtime_dir),
-                    refs=refs, purpose="write",
+                    refs=refs, purpose="write", own_blocks=own_blocks,
                     message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)
                 step.warnings = list(result.warnings)
+                step.created_blocks = list(result.created_blocks)
                 if not step.changed_files:
                     if not all(ref in cited for ref in refs):
                         step.failure = Failure(
@@ -313,8 +317,9 @@ class Memory:
                 return True
             if not force and not self.side_branch_due(session_id, tip, pending)[0]:
                 return True
+            own = [b for done in out.steps for b in done.created_blocks]
             step = self.write_batch(session_id, first_batch(
-                pending, self.settings.trigger_tokens), tip)
+                pending, self.settings.trigger_tokens), tip, own)
             out.steps.append(step)
             if step.failure:
                 out.failure = step.failure

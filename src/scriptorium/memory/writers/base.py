@@ -78,8 +78,8 @@ def make_writer(kind: str, settings: Settings | None = None) -> Writer:
 
 
 def run_writer(workspace: "Workspace", writer: Writer, request: WriteRequest, *,
-               refs: Sequence[str], purpose: str,
-               message: str) -> tuple["TransactionResult", WriterAudit]:
+               refs: Sequence[str], purpose: str, message: str,
+               own_blocks: Sequence[str] = ()) -> tuple["TransactionResult", WriterAudit]:
     """Run ``writer`` on a fresh stage of ``workspace`` and install its edits, with ``refs``
     as the only evidence new citations may use.
 
@@ -95,7 +95,8 @@ def run_writer(workspace: "Workspace", writer: Writer, request: WriteRequest, *,
     attempt = 0
     while True:
         attempt += 1
-        with workspace.begin(allowed_sources=refs, purpose=purpose) as tx:
+        with workspace.begin(allowed_sources=refs, purpose=purpose,
+                             own_blocks=own_blocks) as tx:
             audit = writer.write(replace(request, stage=tx.stage, rejection=rejection))
             fault_point("writer-ran")
             try:
@@ -105,6 +106,7 @@ def run_writer(workspace: "Workspace", writer: Writer, request: WriteRequest, *,
                     raise
                 if attempt == attempts:
                     raise TransactionError(
-                        f"edits rejected again after {attempts - 1} repair run(s): {exc}",
+                        f"edits rejected again after {attempts - 1} repair run(s): "
+                        f"{exc.code}: {exc}",
                         code="COMMIT_REJECTED", retryable=False) from exc
                 rejection = f"{exc.code}: {exc}"
