@@ -122,6 +122,20 @@ class BlockedBranches:
                 del tips[key]
         self._save(data)
 
+    def forget(self, reason_codes: set[str]) -> list[str]:
+        """Drop every record with one of ``reason_codes`` (their cause was repaired; a write
+        that still fails records it again). Returns the sessions touched. Caller holds the
+        workspace lock."""
+        data = self.load()
+        touched = []
+        for sid, tips in data.items():
+            for key in [k for k, rec in tips.items() if rec.get("reason_code") in reason_codes]:
+                del tips[key]
+                touched.append(sid)
+        if touched:
+            self._save(data)
+        return sorted(set(touched))
+
     def for_branch(self, session_id: str, tip: str,
                    pending: list[str]) -> dict[str, Any] | None:
         """The failure blocking the branch ending at ``tip``: recorded at that tip, or at an

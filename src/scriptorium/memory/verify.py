@@ -28,6 +28,12 @@ Problem kinds (``severity`` "error" makes ``ok`` false, "info" does not):
 * ``blocked`` (error): a live branch whose last write failed for a reason a retry cannot fix
   (``reason_code``, ``hint``: what the user can do); every later turn of it waits behind the
   failed batch. A successful write on the branch clears it.
+* ``archive_invalid`` (error): an evidence file that does not parse complete (garbage
+  appended, a frame cut short): every later write of its session fails. ``source_missing``
+  (error): a footnote cites evidence the archive does not hold (a deleted file). Repair cuts
+  the file back to its valid frames (a copy of the damaged file is kept under
+  ``<runtime>/damaged-sources/``) and archives again, from the session store, every turn a
+  topic cites that the archive lost (:mod:`.verify_archive`).
 * ``topic_invalid`` (error): a topic file breaks the format (strict parse).
 * ``session_unreadable`` (error): a session whose branches cannot be walked (a dangling
   predecessor, a corrupt node file); nothing about its marks can be said.
@@ -47,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..errors import NotFound, ScriptoriumError
 from .citations import block_sources
 from .records import MARK_KEY, Record
+from .verify_archive import archive_findings, repair_archive
 
 if TYPE_CHECKING:  # pragma: no cover
     from .workspace import Workspace
@@ -257,6 +264,8 @@ def _check(memory: "Memory", ids: list[str], ws_id: str | None) -> tuple[VerifyR
             f"verify --repair) finishes or rolls it back"))
     cited, topic_problems = _citations(ws)
     report.problems.extend(topic_problems)
+    report.problems.extend(Problem(kind, None, None, detail, extra)
+                           for kind, detail, extra in archive_findings(ws))
     views = {}
     for sid in ids:
         report.sessions += 1
@@ -315,8 +324,12 @@ def verify(memory: "Memory", session_ids: Iterable[str] | None = None, *,
         repaired: list[dict[str, Any]] = []
         if ws.journal_path.exists():
             repaired.append({"kind": "interrupted_install", "done": ws.recover()})
+        current = before
+        if any(p.kind in ("archive_invalid", "source_missing") for p in before.problems):
+            repaired.extend(repair_archive(memory, ids, memory.clock()))
+            current, views = _check(memory, ids, ws_id)
         if ws_id is not None:
-            unarchived = {(p.session_id, p.node_id) for p in before.problems
+            unarchived = {(p.session_id, p.node_id) for p in current.problems
                           if p.kind in ("marked_not_archived", "citation_lost")}
             for sid, view in views.items():
                 if not view.branches:
