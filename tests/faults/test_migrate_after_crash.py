@@ -39,7 +39,8 @@ def marked(mem: Memory) -> set[str]:
             if n.metadata.get(MARK_KEY) == mem.workspace_id}
 
 
-@pytest.mark.parametrize("step", ["after-archive", "writer-ran", "before-prepare", "prepared"])
+# Archived, writer not yet run; and an install prepared, then rolled back by the next open.
+@pytest.mark.parametrize("step", ["after-archive", "prepared"])
 def test_migration_does_not_mark_a_turn_whose_write_was_killed_before_install(home, step):
     mem = memory(home)
     mem.store.create_session("s", title="Trip")

@@ -80,7 +80,7 @@ _syntaxy = st.lists(st.sampled_from(
     min_size=1, max_size=40).map("".join)
 
 
-@settings(max_examples=20, deadline=None,
+@settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(turns=st.lists(st.tuples(st.sampled_from(["user", "assistant"]),
                                 st.one_of(_text, _syntaxy)), min_size=1, max_size=4),
