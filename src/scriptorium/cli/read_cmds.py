@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..errors import InvalidInput, NotFound, ScriptoriumError
+from ..errors import InvalidInput
 from .app import App, command, memory, output
 
 
@@ -89,30 +89,12 @@ def search_cmd(app: App, query: str, top_k: int, path_prefix: str | None, since:
 @click.argument("source_id")
 def follow_cmd(app: App, source_id: str) -> None:
     """Where SOURCE_ID (a source a hit cites) came from: its session and turn."""
-    from ..memory.search import follow
+    from ..memory.search import follow_turn
     from ..memory.workspace import Workspace
 
     app.require_home()
-    root = app.home / "memory"
-    ws = Workspace(root)  # reading the archive needs no layout, lock or history
-    data = follow(ws, source_id)
-    if data["session_id"] is not None:
-        store = app.store()
-        data["in_session_store"] = False
-        if store.exists(data["session_id"]):
-            try:
-                node = store.get_node(data["session_id"], data["node_id"])
-            except ScriptoriumError:  # an unknown node is reported, not raised
-                node = None
-            if node is not None:
-                data["in_session_store"] = True
-                data["turn"] = node.to_message(data["session_id"])
-    if not data["archived"]:
-        if not data.get("in_session_store"):
-            raise NotFound(f"source {source_id} is neither in the evidence archive nor in the "
-                           f"session store")
-        data["warnings"] = [f"source {source_id} is not in the evidence archive: memory has "
-                            f"not written this turn yet"]
+    ws = Workspace(app.home / "memory")  # reading the archive needs no layout, lock or history
+    data = follow_turn(ws, app.store(), source_id)
 
     def human(d: dict[str, Any]) -> str:
         head = (f"session {d['session_id']}, turn {d['node_id']}" if d["session_id"]

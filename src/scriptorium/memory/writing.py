@@ -256,6 +256,30 @@ class Memory:
             return [str(before[0]["id"])], opening
         return [], opening
 
+    # -- recording a turn ----------------------------------------------------------------
+
+    def record_turn(self, session_id: str, role: str, text: str, *, after: str | None = None,
+                    node_id: str | None = None, title: str = "") -> dict[str, Any]:
+        """Append one user/assistant turn to ``session_id`` (created when new), after the head
+        or, with ``after``, as a fork after that node; for an agent that keeps its conversation
+        here. Returns ``{"session_id", "node_id", "head_id", "created_session"}``."""
+        from ..errors import InvalidInput
+
+        if role not in ("user", "assistant"):
+            raise InvalidInput(f"role must be user or assistant, not {role!r}")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("a turn needs non-blank text")
+        created = not self.store.exists(session_id)
+        if created:
+            self.store.create_session(session_id, title=title)
+        msg: dict[str, Any] = {"role": role, "content": text}
+        if node_id is not None:
+            msg["id"] = node_id
+        nid = (self.store.append_after(session_id, after, msg) if after is not None
+               else self.store.append_message(session_id, msg))
+        return {"session_id": session_id, "node_id": nid,
+                "head_id": self.store.head(session_id), "created_session": created}
+
     # -- the three write paths -----------------------------------------------------------
 
     def write_turn(self, session_id: str) -> SessionResult:
