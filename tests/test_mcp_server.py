@@ -20,7 +20,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from scriptorium.config import load_settings  # noqa: E402
-from scriptorium.demo import DEMO_TRIGGER_TOKENS, SESSION, build_session  # noqa: E402
+from scriptorium.demo import SESSION, build_session  # noqa: E402
 from scriptorium.memory.search import follow_turn, search  # noqa: E402
 from scriptorium.memory.status import memory_status, show  # noqa: E402
 from scriptorium.memory.writing import Memory  # noqa: E402
@@ -30,7 +30,7 @@ WRITE_TOOLS = {"record_turn", "write_memory"}
 
 
 def _memory(home: Path) -> Memory:
-    return Memory(home, settings=load_settings(home, {"trigger_tokens": DEMO_TRIGGER_TOKENS}))
+    return Memory(home, settings=load_settings(home))
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +216,31 @@ def test_a_bad_http_address_is_a_one_line_error(home: Path) -> None:
                          timeout=60)
     assert run.returncode == 2
     assert run.stderr.strip().count("\n") == 0 and "--http needs HOST:PORT" in run.stderr
+
+
+def test_branch_aware_search_and_context_answer_what_the_library_answers(home: Path) -> None:
+    memory = _memory(home)
+    head = memory.store.head(SESSION)
+    left = "a3"  # the line the edit of u3 left behind (peanut allergy)
+    expected = {tip: json.loads(json.dumps({"hits": [h.to_dict() for h in memory.search(
+        "Dana dinner", session=SESSION, head=tip, top_k=3)]})) for tip in (head, left)}
+    context = json.loads(json.dumps(memory.context(SESSION, head, budget=400).to_dict()))
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], str]:
+        async with Client(_stdio(home)) as client:
+            on_head = _structured(await client.call_tool("search_memory", {
+                "query": "Dana dinner", "session": SESSION, "top_k": 3}))
+            on_left = _structured(await client.call_tool("search_memory", {
+                "query": "Dana dinner", "session": SESSION, "head": left, "top_k": 3}))
+            got = _structured(await client.call_tool("memory_context", {
+                "session": SESSION, "budget": 400}))
+            bad = _error_text(await client.call_tool("memory_context", {
+                "session": SESSION, "head": "no-such-node"}))
+            return on_head, on_left, got, bad
+
+    on_head, on_left, got, bad = _run(main)
+    assert on_head == expected[head] and on_left == expected[left]
+    assert {h["branch"] for h in on_head["hits"]} <= {"on_line", "alternative", "elsewhere"}
+    assert on_head["hits"][0]["branch"] == "on_line"
+    assert got == context and got["markdown"] and got["tokens"] <= 400
+    assert "NOT_FOUND" in bad

@@ -25,7 +25,7 @@ from mcp.types import Resource as MCPResource
 from pydantic import Field, ValidationError
 
 from .errors import InvalidInput, ScriptoriumError
-from .memory.search import follow_turn, search
+from .memory.search import follow_turn
 from .memory.status import memory_status, show
 from .memory.writing import Memory
 
@@ -74,15 +74,12 @@ def build_server(memory: Memory, *, allow_write: bool = False) -> MCPServer:
         head) each hit says whether it holds on that branch (`branch`: on_line, alternative,
         elsewhere); alternatives rank lower. `path` limits to a topic folder; `since`/`until`
         (YYYY[-MM[-DD]]) to dated evidence; `include_sources` also searches archived turns."""
-        branch: dict[str, Any] = {}
-        if session is not None:
-            branch = {"session": session, "head": head}
-        elif head is not None:
+        if head is not None and session is None:
             raise ToolError("INVALID_INPUT: head needs a session")
         try:
-            hits = search(memory.workspace, query, top_k=top_k, path_prefix=path, since=since,
-                          until=until, speaker=speaker, include_sources=include_sources,
-                          **branch)
+            hits = memory.search(query, session=session, head=head, top_k=top_k,
+                                 path_prefix=path, since=since, until=until, speaker=speaker,
+                                 include_sources=include_sources)
         except ScriptoriumError as exc:
             raise _one_line(exc) from None
         return {"hits": [h.to_dict() for h in hits]}
