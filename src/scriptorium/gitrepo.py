@@ -14,6 +14,7 @@ re-created when it holds no history and refused with :class:`GitDamaged` when it
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -262,6 +263,22 @@ class GitRepo:
             sha, ts, msg = line.split("\x00", 2)
             rows.append({"sha": sha, "timestamp": int(ts), "message": msg})
         return rows
+
+    def added_matches(self, pattern: str, paths: Sequence[str]) -> set[str] | None:
+        """Every match of the regex ``pattern`` on a line that some commit added under
+        ``paths`` (what the history ever held there); None when there is no history to read."""
+        if not self.exists:
+            return None
+        proc = self._run(["log", "-p", "--format=", "--no-color", "--no-ext-diff",
+                          "--no-renames", "--", *paths], check=False)
+        if proc.returncode != 0:
+            return None
+        regex = re.compile(pattern)
+        found: set[str] = set()
+        for line in proc.stdout.splitlines():
+            if line.startswith("+") and not line.startswith("+++ "):
+                found.update(regex.findall(line))
+        return found
 
     def fsck(self) -> bool:
         """True when the object store is intact."""

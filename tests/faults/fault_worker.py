@@ -60,7 +60,7 @@ class MarkFirstMemory(Memory):
     (archive, MARK, then write and install). A crash after the mark and before the install
     leaves turns marked that memory never took in: they are lost, silently."""
 
-    def write_batch(self, session_id, batch, tip=None):
+    def write_batch(self, session_id, batch, tip=None, own_blocks=()):
         from scriptorium.faults import fault_point
         from scriptorium.memory.failures import classify
         from scriptorium.memory.records import MARK_KEY

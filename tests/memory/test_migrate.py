@@ -15,8 +15,29 @@ from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
 
 from testkit import RecordingWriter, workspace_lock_held
-from upgrade_support import (chain, digest, legacy_header, legacy_text, marked, set_cursors,
-                             tree_bytes, v2_text, write_legacy, write_v2)
+import upgrade_support
+from upgrade_support import (chain, cite_archive, digest, legacy_header, legacy_text, marked,
+                             set_cursors, tree_bytes, v2_text)
+
+
+# The archives these tests build stand for the old runtime's completed writes, so a topic
+# cites every frame (tests/faults/test_migrate_after_crash.py covers archived-but-unwritten).
+def write_legacy(memory_root: Path, *args, **kw) -> Path:
+    path = upgrade_support.write_legacy(memory_root, *args, **kw)
+    cite_archive(memory_root)
+    return path
+
+
+def write_v2(memory_root: Path, *args, **kw) -> Path:
+    path = upgrade_support.write_v2(memory_root, *args, **kw)
+    cite_archive(memory_root)
+    return path
+
+
+@pytest.fixture
+def legacy_home(legacy_home: Path) -> Path:
+    cite_archive(legacy_home / "memory")
+    return legacy_home
 
 FIXTURES = Path(__file__).parent.parent / "data" / "openprogram-state"
 

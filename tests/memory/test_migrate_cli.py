@@ -6,10 +6,20 @@ from __future__ import annotations
 import io
 import json
 import sys
+from pathlib import Path
+
+import pytest
 
 from scriptorium.sessions import SessionStore
 
-from upgrade_support import marked, run, run_json, tree_bytes
+from upgrade_support import cite_archive, marked, run, run_json, tree_bytes
+
+
+@pytest.fixture
+def legacy_home(legacy_home: Path) -> Path:
+    """The reference's legacy installation, its archived turns cited (completed writes)."""
+    cite_archive(legacy_home / "memory")
+    return legacy_home
 
 
 # -- migrate -----------------------------------------------------------------------------------

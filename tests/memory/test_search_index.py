@@ -21,7 +21,7 @@ from scriptorium.memory.search import SearchIndex, attach, search
 from scriptorium.memory.search import index as index_mod
 from scriptorium.memory.workspace import Workspace
 
-from search_support import archive, open_ws, render, write_paragraphs
+from search_support import archive, open_ws, render, write_paragraphs, write_topic
 
 TS = "2026-08-01T10:00:00+00:00"
 DOC_COLUMNS = "kind, path, block_id, claim, text, sources, dates, headings, trusted"
@@ -85,7 +85,7 @@ def test_without_the_hook_the_next_query_still_sees_the_transaction(tmp_path):
 
 def test_a_removed_topic_file_takes_its_claims_out_of_the_index(ws):
     seed(ws)
-    with ws.begin(purpose="write") as tx:
+    with ws.begin(purpose="reorganize") as tx:  # a write may only drop its own batch
         (tx.stage / "topics/a.md").unlink()
         tx.commit("test: remove a")
     assert search(ws, "kiln glaze") == []
@@ -249,13 +249,14 @@ def test_the_incremental_index_always_equals_a_fresh_rebuild(tmp_path_factory, o
         if kind == "tx":
             paragraphs = [[(" ".join(words).capitalize() + ".", [ids[i % 3]], "2026-08-01")]
                           for i, words in enumerate(arg)]
-            write_paragraphs(ws, path, paragraphs)
+            # the batch is every turn: a write may replace only paragraphs citing its batch
+            write_topic(ws, path, render(paragraphs), allowed=ids)
         elif kind == "hand" and (ws.root / path).exists():
             p = ws.root / path
             text = p.read_text()
             p.write_text(text.replace(".[^", f" {arg}.[^", 1))
         elif kind == "delete" and (ws.root / path).exists():
-            with ws.begin() as tx:
+            with ws.begin(purpose="reorganize") as tx:  # a write may drop only its own batch
                 (tx.stage / path).unlink()
                 tx.commit("test: delete")
         elif kind == "query":

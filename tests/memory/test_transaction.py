@@ -157,8 +157,10 @@ def test_merging_two_blocks_keeps_both_ids_and_all_citations(ws):
     assert ws.find_block("ef3d9036")[1].id == "ef3d9036"
 
 
-def test_a_writer_may_delete_blocks_and_files_and_they_are_reported(ws):
-    with ws.begin(allowed_sources=[]) as tx:
+def test_a_writer_may_delete_blocks_and_files_citing_its_batch_and_they_are_reported(ws):
+    batch = ["openprogram/offsite/o0", "openprogram/offsite/o2", "openprogram/offsite/o3",
+             "openprogram/deploy/d2"]
+    with ws.begin(allowed_sources=batch) as tx:
         (tx.stage / OFFSITE).unlink()
         text = (tx.stage / PRODUCTION).read_text()
         (tx.stage / PRODUCTION).write_text(text.split("\nDeploys happen")[0])
@@ -169,6 +171,12 @@ def test_a_writer_may_delete_blocks_and_files_and_they_are_reported(ws):
     # the deleted paragraph's definition went with it
     assert list(parse_topic((ws.root / PRODUCTION).read_text(), PRODUCTION).evidence) == [
         "e-82dd4f837c"]
+
+
+def test_a_writer_may_not_delete_blocks_citing_turns_outside_its_batch(ws):
+    err = rejected(ws, lambda tx: (tx.stage / OFFSITE).unlink())
+    assert err.code == "FOREIGN_CITATION_REMOVED" and "^ec7521e7" in str(err)
+    assert "openprogram/offsite/o0" in str(err) and not err.retryable
 
 
 def test_a_hand_edit_may_not_delete_blocks(ws):

@@ -19,7 +19,9 @@ from scriptorium import faults
 from scriptorium.errors import CorruptFile
 from scriptorium.memory.workspace import Workspace
 
-ALLOWED = ["openprogram/offsite/o1", "openprogram/offsite/o2"]
+# The deploy turns are the batch too: a write may delete only paragraphs citing its batch.
+ALLOWED = ["openprogram/offsite/o1", "openprogram/offsite/o2", "openprogram/deploy/d0",
+           "openprogram/deploy/d2"]
 
 # One transaction touching every kind of entry: runtime.json (new block ranks), a deleted
 # file, a new file in a new directory and a modified file.

@@ -213,8 +213,9 @@ def test_repair_of_a_clean_workspace_changes_nothing(home):
 
 def test_a_marked_turn_with_no_archived_evidence_is_an_error_and_repair_reoffers_it(home):
     mem = written(home)
-    for path in (mem.workspace.sources_dir).rglob("*.md"):
-        path.unlink()  # a restored or damaged workspace: the evidence is gone
+    gone = [*mem.workspace.sources_dir.rglob("*.md"), *mem.workspace.topics_dir.rglob("*.md")]
+    for path in gone:
+        path.unlink()  # a restored workspace: the evidence and the topics citing it are gone
     report = verify(mem)
     assert not report.ok
     assert {p.node_id for p in report.kinds("marked_not_archived")} == \
@@ -223,6 +224,16 @@ def test_a_marked_turn_with_no_archived_evidence_is_an_error_and_repair_reoffers
     assert repaired.kinds("marked_not_archived") == [] and repaired.kinds("gap") == []
     assert marked(mem, "s") == set()
     assert len(mem.pending("s", "m5")) == 6
+
+
+def test_evidence_deleted_under_topics_that_cite_it_is_archived_again_and_marks_stay(home):
+    mem = written(home)
+    for path in mem.workspace.sources_dir.rglob("*.md"):
+        path.unlink()  # the archive alone is gone; the topics still cite every turn
+    assert {p.kind for p in verify(mem).problems} >= {"source_missing", "marked_not_archived"}
+    repaired = verify(mem, repair=True)
+    assert repaired.ok and repaired.problems == []
+    assert marked(mem, "s") == {f"m{i}" for i in range(6)} | {"b4", "b5"}
 
 
 # -- marked_not_cited --------------------------------------------------------------------------------

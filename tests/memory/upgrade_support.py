@@ -99,3 +99,20 @@ def run(home: Path, *args: str):
 def run_json(home: Path, *args: str) -> tuple[int, dict]:
     result = run(home, *args, "--json")
     return result.exit_code, json.loads(result.stdout)
+
+
+def cite_archive(memory_root: Path, topic: str = "legacy-archive.md") -> Path:
+    """A topic citing every frame the archive holds, as an old runtime's completed writes
+    left it: migration trusts only archived turns that a topic cites."""
+    from scriptorium.memory.sources import SourceArchive
+
+    blocks, n = [], 0
+    for frame in SourceArchive(memory_root).iter_frames():
+        n += 1
+        blocks.append(f"Turn {frame.source_id} was written.[^e-{n:010x}] ^b{n:07x}\n\n"
+                      f"[^e-{n:010x}]: Time: `undated`; Sources: [turn](../{frame.path}"
+                      f"#{frame.anchor})\n")
+    path = memory_root / "topics" / topic
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Legacy archive\n\n" + "\n".join(blocks) if blocks else "# Legacy\n")
+    return path

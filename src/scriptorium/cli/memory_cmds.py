@@ -29,6 +29,10 @@ def _human_status(d: dict[str, Any]) -> str:
             mark = "*" if b["head"] else " "
             lines.append(f"  {mark} {b['tip']}: {b['pending_turns']} pending turn(s), "
                          f"{b['pending_tokens']} token(s)")
+            if b.get("blocked"):
+                blocked = b["blocked"]
+                lines.append(f"    BLOCKED {blocked['reason_code']}: {blocked['message']}")
+                lines.append(f"    what to do: {blocked['hint']}")
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..errors import InvalidInput
 from .app import App, command, memory, output
 
 

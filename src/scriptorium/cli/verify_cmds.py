@@ -16,6 +16,14 @@ def _human(d: dict[str, Any]) -> str:
         if fix["kind"] == "unmarked":
             lines.append(f"repaired {fix['session_id']}: took back {len(fix['node_ids'])} "
                          f"mark(s), those turns are offered again")
+        elif fix["kind"] == "archive_cut":
+            lines.append(f"repaired {fix['path']}: cut back to {fix['valid_frames']} valid "
+                         f"frame(s); the damaged file is kept at {fix['damaged_copy']}")
+        elif fix["kind"] == "rearchived":
+            lines.append(f"repaired {fix['session_id']}: archived "
+                         f"{len(fix['source_ids'])} cited turn(s) again from the session")
+        elif fix["kind"] == "unblocked":
+            lines.append(f"unblocked {', '.join(fix['session_ids'])}: write again")
         else:
             lines.append(f"repaired: interrupted install {fix['done']}")
     for p in d["problems"]:
@@ -31,7 +39,8 @@ def _human(d: dict[str, Any]) -> str:
 @click.argument("session_ids", nargs=-1, metavar="[SID]...")
 @click.option("--repair", is_flag=True,
               help="Take back the marks that strand turns behind a gap (and marks of turns "
-                   "with no archived evidence), so the next write offers those turns again.")
+                   "with no archived evidence or whose citation was lost), so the next write "
+                   "offers those turns again.")
 def verify_cmd(app: App, session_ids: tuple[str, ...], repair: bool) -> None:
     """Check that on every live branch this workspace's marks form a prefix, that every
     marked turn is archived, and list marked turns no topic cites. Read-only without

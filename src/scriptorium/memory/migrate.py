@@ -3,7 +3,9 @@
 An installation written by the old runtime keeps ``cursors: {session: {message_id, ordinal}}``
 in runtime.json and no mark on any node, so the marker walk would offer every session in full.
 The cursor values are never trusted (the ordinal bug is why they are being replaced). The
-archive supplies the candidates instead, under each format's own trust boundary:
+archive supplies the candidates instead, under each format's own trust boundary, and only the
+candidates a committed topic cites count (archived is not written: a write killed between
+archive and install leaves evidence that never reached memory):
 
 - legacy ``sources/openprogram/<pct(session)>.md``: only the first header, at the exact byte
   position after ``# <session>\\n\\n``; any later "header" may be user text copied into a body;
@@ -31,7 +33,9 @@ from ..errors import InvalidInput, ReasonCode, ScriptoriumError, WriteFailed
 from ..sessions.errors import NodeNotFound
 from .progress import Progress, Step
 from .records import MARK_KEY, PROVIDER, records
-from .sources import first_legacy_header, parse_v2, pct_decode, read_text, split_source_id
+from .citations import cited_sources
+from .sources import (first_legacy_header, make_source_id, parse_v2, pct_decode, read_text,
+                      split_source_id)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .workspace import Workspace
@@ -158,6 +162,22 @@ def archive_candidates(workspace_root: Path) -> dict[str, list[str]]:
     return {session: list(nodes) for session, nodes in out.items()}
 
 
+def cited_candidates(workspace: "Workspace",
+                     candidates: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The archive candidates some committed topic cites. The archive is written before the
+    writer runs, so a write killed between the two leaves archived turns that memory never
+    took in: only a citation proves a turn reached memory (marking an uncited one would
+    hide it from every later write). Turns a writer folded into another's paragraph are
+    written again: under-marking costs a redo, over-marking loses a turn."""
+    cited = cited_sources(workspace)
+    out = {}
+    for session, nodes in candidates.items():
+        kept = [n for n in nodes if make_source_id(PROVIDER, session, n) in cited]
+        if kept:
+            out[session] = kept
+    return out
+
+
 # -- safe prefixes -------------------------------------------------------------------------
 
 
@@ -209,7 +229,8 @@ def migrate(memory: "MemoryView", progress: Progress | None = None) -> Migration
             return report
         report.migrated = True
         workspace_id = workspace.workspace_id
-        candidates = archive_candidates(workspace.root)
+        workspace.recover()  # a crashed install is finished or rolled back before we look
+        candidates = cited_candidates(workspace, archive_candidates(workspace.root))
         for session_id in _cursor_sessions(workspace):
             if session_id not in candidates:
                 report.skipped[session_id] = "no candidates in the archive"

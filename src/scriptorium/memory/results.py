@@ -22,6 +22,7 @@ class StepResult:
     tip: str | None = None  # the branch tip whose walk offered this batch
     marked: list[str] = field(default_factory=list)
     changed_files: list[str] = field(default_factory=list)
+    created_blocks: list[str] = field(default_factory=list)
     failure: Failure | None = None
     note: str = ""
     warnings: list[str] = field(default_factory=list)  # e.g. the history was not committed

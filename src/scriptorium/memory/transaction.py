@@ -38,6 +38,7 @@ from ..errors import ConcurrentUpdate, CorruptFile, ReasonCode, ScriptoriumError
 from ..faults import fault_point
 from ..fsutil import atomic_write_json, fsync_dir, safe_join
 from .catalog import TopicCatalog
+from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import PARKED_PREFIX, StageError, checkout, park
 from .directory import TransactionResult
 from .topics import (
@@ -90,10 +91,11 @@ class Transaction:
     """A stage of topics/ and the commit that installs it (see the module docstring)."""
 
     def __init__(self, workspace: "WorkspaceDir", allowed_sources: Iterable[str] = (),
-                 purpose: str = "write"):
+                 purpose: str = "write", own_blocks: Iterable[str] = ()):
         self.workspace = workspace
         self.allowed_sources = frozenset(allowed_sources)
         self.purpose = purpose
+        self.own_blocks = frozenset(own_blocks)  # created earlier in this run: may go
         self.id = uuid.uuid4().hex[:12]
         self.closed = False
         self._settled = False
@@ -311,12 +313,17 @@ class _Plan:
         except TopicFormatError as exc:
             raise TransactionError(str(exc), code=ReasonCode.INVALID_TOPIC_FORMAT) from None
 
+        # what the touched files held, paragraph by paragraph (for the foreign-citation rule)
+        before = [BlockCites(tuple(b.ids), frozenset(b.refs)) for rel in sorted(touched)
+                  for b in (catalog.summary(rel).blocks if catalog.summary(rel) else ())]
+        after: dict[str, frozenset[str]] = {}
         for rel in sorted(touched):
             doc = docs.get(rel)
             if doc is None:
                 continue
             for block in doc.blocks:
                 refs = self._refs(doc, block, resolve, strict=True)
+                after.update((block_id, frozenset(refs)) for block_id in block.ids)
                 prior: set[str] = set()
                 for block_id in block.ids:
                     prior |= catalog.refs_of(block_id)
@@ -332,6 +339,15 @@ class _Plan:
                     if ref not in tx.allowed_sources:
                         raise TransactionError(f"{where_}: source reference {ref} is not "
                                                "evidence of this transaction", code=ReasonCode.NOT_EVIDENCE)
+
+        if tx.purpose in BATCH_PURPOSES:
+            foreign = taken_citations(before, after, batch=tx.allowed_sources,
+                                      own_blocks=tx.own_blocks)
+            if foreign:
+                raise TransactionError(
+                    f"{'; '.join(foreign)}: a write may only remove or change paragraphs that "
+                    "cite its own batch; keep the others with their ^id and citations",
+                    code="FOREIGN_CITATION_REMOVED")
 
         new_ids = {i for d in docs.values() for b in d.blocks for i in b.ids}
 

@@ -17,9 +17,23 @@ Problem kinds (``severity`` "error" makes ``ok`` false, "info" does not):
 * ``marked_not_archived`` (error): a turn marked for this workspace has no archived evidence.
   The mark claims a write whose evidence is gone (a restored or damaged workspace), so nothing
   in memory can cite it. Repair takes that mark back (and so whatever it strands).
-* ``marked_not_cited`` (info): a marked turn no topic block cites. A mark means "handed to the
-  writer", not "cited": a writer may fold five turns into one paragraph citing one of them. It
-  is reported so a reader can see it, it does not make ``ok`` false, and repair leaves it.
+* ``marked_not_cited`` (info): a marked turn no topic block cites and none ever did. A mark
+  means "handed to the writer", not "cited": a writer may fold five turns into one paragraph
+  citing one of them. It is reported so a reader can see it, it does not make ``ok`` false,
+  and repair leaves it.
+* ``citation_lost`` (error): a marked turn no topic cites now although one did (the workspace
+  history added a line citing it): a hand edit, a restored copy or a bad writer removed its
+  paragraph, and no write would ever offer the turn again. Repair takes its mark back (and so
+  whatever that strands), so the next write writes it again.
+* ``blocked`` (error): a live branch whose last write failed for a reason a retry cannot fix
+  (``reason_code``, ``hint``: what the user can do); every later turn of it waits behind the
+  failed batch. A successful write on the branch clears it.
+* ``archive_invalid`` (error): an evidence file that does not parse complete (garbage
+  appended, a frame cut short): every later write of its session fails. ``source_missing``
+  (error): a footnote cites evidence the archive does not hold (a deleted file). Repair cuts
+  the file back to its valid frames (a copy of the damaged file is kept under
+  ``<runtime>/damaged-sources/``) and archives again, from the session store, every turn a
+  topic cites that the archive lost (:mod:`.verify_archive`).
 * ``topic_invalid`` (error): a topic file breaks the format (strict parse).
 * ``session_unreadable`` (error): a session whose branches cannot be walked (a dangling
   predecessor, a corrupt node file); nothing about its marks can be said.
@@ -39,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..errors import NotFound, ScriptoriumError
 from .citations import block_sources
 from .records import MARK_KEY, Record
+from .verify_archive import archive_findings, repair_archive
 
 if TYPE_CHECKING:  # pragma: no cover
     from .workspace import Workspace
@@ -209,6 +224,15 @@ def _check_session(memory: "MemoryView", sid: str, ws_id: str | None, cited: set
             if r.node_id not in problem.extra["stranded"]:
                 problem.extra["stranded"].append(r.node_id)
     view.problems.extend(gaps.values())
+    for tip, recs in view.branches.items():
+        marked_at = [i for i, r in enumerate(recs) if r.marked_for(ws_id)]
+        pending = [r.node_id for r in recs[(marked_at[-1] + 1 if marked_at else 0):]]
+        blocked = memory.blocked.for_branch(sid, tip, pending)
+        if blocked is not None:
+            view.problems.append(Problem(
+                "blocked", sid, tip,
+                f"{len(pending)} turn(s) cannot be written: {blocked['reason_code']}: "
+                f"{blocked['message']} -> {blocked['hint']}", dict(blocked)))
     seen: set[str] = set()
     archive = memory.workspace.sources
     for recs in view.branches.values():
@@ -224,7 +248,7 @@ def _check_session(memory: "MemoryView", sid: str, ws_id: str | None, cited: set
                 view.problems.append(Problem(
                     "marked_not_cited", sid, r.node_id,
                     f"marked for {ws_id} (handed to the writer) but no topic cites "
-                    f"{r.source_id}"))
+                    f"{r.source_id}", {"source_id": r.source_id}))
     if count is not None:
         count.marked_turns += len(seen)
     return view
@@ -240,12 +264,36 @@ def _check(memory: "MemoryView", ids: list[str], ws_id: str | None) -> tuple[Ver
             f"verify --repair) finishes or rolls it back"))
     cited, topic_problems = _citations(ws)
     report.problems.extend(topic_problems)
+    report.problems.extend(Problem(kind, None, None, detail, extra)
+                           for kind, detail, extra in archive_findings(ws))
     views = {}
     for sid in ids:
         report.sessions += 1
         views[sid] = _check_session(memory, sid, ws_id, cited, count=report)
         report.problems.extend(views[sid].problems)
+    _find_lost_citations(ws, report.problems)
     return report, views
+
+
+def _find_lost_citations(ws: "Workspace", problems: list[Problem]) -> None:
+    """Turn ``marked_not_cited`` into ``citation_lost`` where the workspace history shows a
+    topic once cited the turn (its archive anchor was on a line some commit added): the turn
+    reached memory and its paragraph went since. A turn a writer folded into another's
+    paragraph was never cited and stays information. One ``git log`` for the whole check,
+    and only when some marked turn is uncited."""
+    uncited = [p for p in problems if p.kind == "marked_not_cited"]
+    if not uncited:
+        return
+    history = ws.git.added_matches(r"#(source-[0-9a-f]{16})\)", ["topics"])
+    if not history:
+        return
+    for problem in uncited:
+        frame = ws.sources.lookup(problem.extra.get("source_id", ""))
+        if frame is not None and frame.anchor in history:
+            problem.kind = "citation_lost"
+            problem.detail = (f"topics cited {frame.source_id} once (the workspace history "
+                              "shows it) and no topic cites it now: its paragraph was lost; "
+                              "--repair offers the turn again")
 
 
 def _session_ids(memory: "MemoryView", session_ids: Iterable[str] | None) -> list[str]:
@@ -276,9 +324,13 @@ def verify(memory: "MemoryView", session_ids: Iterable[str] | None = None, *,
         repaired: list[dict[str, Any]] = []
         if ws.journal_path.exists():
             repaired.append({"kind": "interrupted_install", "done": ws.recover()})
+        current = before
+        if any(p.kind in ("archive_invalid", "source_missing") for p in before.problems):
+            repaired.extend(repair_archive(memory, ids, memory.clock()))
+            current, views = _check(memory, ids, ws_id)
         if ws_id is not None:
-            unarchived = {(p.session_id, p.node_id) for p in before.problems
-                          if p.kind == "marked_not_archived"}
+            unarchived = {(p.session_id, p.node_id) for p in current.problems
+                          if p.kind in ("marked_not_archived", "citation_lost")}
             for sid, view in views.items():
                 if not view.branches:
                     continue

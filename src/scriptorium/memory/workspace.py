@@ -68,6 +68,9 @@ class Workspace(WorkspaceDir):
         was done ("finished"/"rolled back") or None."""
         return recover_install(self)
 
-    def begin(self, allowed_sources: Iterable[str] = (), purpose: str = "write") -> "Transaction":
-        """Stage a copy of topics/ for a writer; see scriptorium.memory.transaction."""
-        return Transaction(self, allowed_sources=allowed_sources, purpose=purpose)
+    def begin(self, allowed_sources: Iterable[str] = (), purpose: str = "write",
+              own_blocks: Iterable[str] = ()) -> "Transaction":
+        """Stage a copy of topics/ for a writer; see scriptorium.memory.transaction.
+        ``own_blocks``: paragraphs this run created earlier, which the write may remove."""
+        return Transaction(self, allowed_sources=allowed_sources, purpose=purpose,
+                           own_blocks=own_blocks)

@@ -14,10 +14,12 @@ reason code and whether retrying can help.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..config import Settings, load_settings, resolve_home
 from ..errors import InvalidInput, NotFound, ReasonCode, ScriptoriumError
@@ -29,7 +31,7 @@ from ..sessions.kinds import is_spawn_root
 from ..sessions.node import ROOT
 from ..timefmt import epoch as _epoch
 from .citations import cited_sources
-from .failures import Failure, classify
+from .failures import BlockedBranches, Failure, classify
 from .migrate import migrate_if_needed
 from .progress import Progress
 from .records import (MARK_KEY, Record, first_batch, is_record, message_text, records,
@@ -92,6 +94,7 @@ class Memory:
         self.store = store or SessionStore(self.home / "sessions")
         self.workspace = workspace or Workspace.open(self.home / "memory")
         attach(self.workspace)  # the search index is updated inside every install
+        self.blocked = BlockedBranches(self.workspace.runtime_dir)
         self._writer = writer
         self.clock = clock
 
@@ -141,14 +144,17 @@ class Memory:
     # -- one write step ------------------------------------------------------------------
 
     def write_batch(self, session_id: str, batch: Sequence[Record],
-                    tip: str | None = None) -> StepResult:
-        """Archive, write and mark one batch (see the module docstring for the order)."""
+                    tip: str | None = None, own_blocks: Sequence[str] = ()) -> StepResult:
+        """Archive, write and mark one batch (see the module docstring for the order).
+        ``own_blocks``: paragraphs earlier batches of this run created (the writer may
+        remove those; any other paragraph citing turns outside the batch it must keep)."""
         step = StepResult(batch=list(batch), tip=tip)
         if not batch:
             step.note = "empty batch"
             return step
         try:
-            with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT):
+            with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT), \
+                    self._reported(session_id, tip, step):
                 stranded, opening = self._would_strand(session_id, batch)
                 if stranded:
                     step.failure = Failure(ReasonCode.STALE_BATCH, True,
@@ -165,9 +171,11 @@ class Memory:
                     self.workspace, self.writer,
                     WriteJob(batch=list(batch), cited=frozenset(cited), session_title=title,
                              subject_hint=opening, log_dir=self.workspace.runtime_dir),
-                    refs=refs, message=f"memory: write {len(batch)} turn(s) of {session_id}")
+                    refs=refs, own_blocks=own_blocks,
+                    message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)
                 step.warnings = list(result.warnings)
+                step.created_blocks = list(result.created_blocks)
                 if not step.changed_files:
                     if not all(ref in cited for ref in refs):
                         step.failure = Failure(ReasonCode.WRITER_NO_PROGRESS, False,
@@ -183,6 +191,23 @@ class Memory:
         except Exception as exc:  # every failure is reported, none is swallowed silently
             step.failure = classify(exc)
         return step
+
+    @contextlib.contextmanager
+    def _reported(self, session_id: str, tip: str | None, step: StepResult) -> Iterator[None]:
+        """Inside the workspace lock: any exception of the step becomes ``step.failure``, and
+        the branch's blocked record follows the outcome (a non-retryable failure is kept for
+        ``memory status`` and ``verify``; a success clears it)."""
+        try:
+            yield
+        except Exception as exc:  # every failure is reported, none is swallowed silently
+            step.failure = classify(exc)
+        at = _dt.datetime.fromtimestamp(self.clock(), _dt.timezone.utc).isoformat(
+            timespec="seconds")
+        try:
+            self.blocked.note(session_id, tip, step.failure, [r.node_id for r in step.batch],
+                              step.marked, at)
+        except OSError:
+            pass  # a report that cannot be saved never turns a write into a failure
 
     def _would_strand(self, session_id: str,
                       batch: Sequence[Record]) -> tuple[list[str], str]:
@@ -211,6 +236,30 @@ class Memory:
         if before and before[0].get(MARK_KEY) != self.workspace_id:
             return [str(before[0]["id"])], opening
         return [], opening
+
+    # -- recording a turn ----------------------------------------------------------------
+
+    def record_turn(self, session_id: str, role: str, text: str, *, after: str | None = None,
+                    node_id: str | None = None, title: str = "") -> dict[str, Any]:
+        """Append one user/assistant turn to ``session_id`` (created when new), after the head
+        or, with ``after``, as a fork after that node; for an agent that keeps its conversation
+        here. Returns ``{"session_id", "node_id", "head_id", "created_session"}``."""
+        from ..errors import InvalidInput
+
+        if role not in ("user", "assistant"):
+            raise InvalidInput(f"role must be user or assistant, not {role!r}")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("a turn needs non-blank text")
+        created = not self.store.exists(session_id)
+        if created:
+            self.store.create_session(session_id, title=title)
+        msg: dict[str, Any] = {"role": role, "content": text}
+        if node_id is not None:
+            msg["id"] = node_id
+        nid = (self.store.append_after(session_id, after, msg) if after is not None
+               else self.store.append_message(session_id, msg))
+        return {"session_id": session_id, "node_id": nid,
+                "head_id": self.store.head(session_id), "created_session": created}
 
     # -- the three write paths -----------------------------------------------------------
 
@@ -273,8 +322,9 @@ class Memory:
                 return True
             if not force and not self.side_branch_due(session_id, tip, pending)[0]:
                 return True
+            own = [b for done in out.steps for b in done.created_blocks]
             step = self.write_batch(session_id, first_batch(
-                pending, self.settings.trigger_tokens), tip)
+                pending, self.settings.trigger_tokens), tip, own)
             out.steps.append(step)
             if step.failure:
                 out.failure = step.failure
@@ -396,9 +446,10 @@ class Memory:
             if tip is None or tip == ROOT:  # rewound to the start: no branch yet
                 continue
             pending = self.pending(session_id, tip)
+            ids = [r.node_id for r in pending]
             branches.append({"tip": tip, "head": tip == head, "pending_turns": len(pending),
-                             "pending_tokens": total_tokens(pending),
-                             "pending_ids": [r.node_id for r in pending]})
+                             "pending_tokens": total_tokens(pending), "pending_ids": ids,
+                             "blocked": self.blocked.for_branch(session_id, tip, ids)})
         return {"session_id": session_id, "branches": branches}
 
     # -- reading memory back -------------------------------------------------------------

@@ -187,6 +187,44 @@ class SourceArchive:
                 if f.version == "v2" or f.source_id not in v2_ids:
                     yield f
 
+    def damaged_files(self) -> list[tuple[str, V2Parse]]:
+        """The v2 files under ``sources/`` that do not parse complete (garbage appended, a
+        frame cut short, a broken marker), each with its parse: no write may append to them."""
+        out = []
+        for rel in self._source_files():
+            if _is_v2_rel(rel):
+                status = self.file_status(rel)
+                if not status.complete:
+                    out.append((rel, status))
+        return out
+
+    def cut_to_valid_prefix(self, rel: str, keep_dir: Path) -> int:
+        """Cut a damaged v2 file back to its valid frames, first copying the whole file to
+        ``keep_dir/rel`` (nothing is lost). A file with no valid frame is removed (the next
+        write starts it again). Returns the number of valid frames kept. Caller holds the
+        workspace write lock."""
+        parsed = self._load(rel)
+        if parsed is None or parsed.v2 is None or parsed.v2.complete:
+            raise SourceArchiveError(f"{rel}: not a damaged v2 archive file")
+        data = self._abs(rel).read_bytes()
+        keep = Path(keep_dir) / rel
+        keep.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_bytes(keep, data)
+        frames = parsed.frames
+        if not frames:
+            self._abs(rel).unlink()
+            fsync_dir(self._abs(rel).parent)
+            self._cache.pop(rel, None)
+            return 0
+        lines = read_text(data).split("\n")
+        prefix = "\n".join(lines[:frames[-1].end_line])
+        check = parse_v2(prefix, rel)
+        if not check.complete or len(check.frames) != len(frames):
+            raise SourceArchiveError(f"{rel}: the valid prefix does not parse on its own "
+                                     f"({check.error}); repair it by hand")
+        self._replace(rel, prefix)
+        return len(frames)
+
     # ------------------------------------------------------------------ links
 
     def resolve_target(self, topic_path: str, target: str) -> str | None:

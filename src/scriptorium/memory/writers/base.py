@@ -85,7 +85,8 @@ class Writer(Protocol):
 
 
 def run_writer(workspace: "Workspace", writer: Writer, job: WriteJob, *,
-               refs: Sequence[str], message: str) -> tuple["TransactionResult", WriterAudit]:
+               refs: Sequence[str], message: str,
+               own_blocks: Sequence[str] = ()) -> tuple["TransactionResult", WriterAudit]:
     """Run ``writer`` on ``job`` in a fresh stage of ``workspace`` and install its edits, with ``refs``
     as the only evidence new citations may use.
 
@@ -101,7 +102,8 @@ def run_writer(workspace: "Workspace", writer: Writer, job: WriteJob, *,
     attempt = 0
     while True:
         attempt += 1
-        with workspace.begin(allowed_sources=refs, purpose=job.purpose) as tx:
+        with workspace.begin(allowed_sources=refs, purpose=job.purpose,
+                             own_blocks=own_blocks) as tx:
             audit = writer.write(job.on_stage(tx.stage, rejection))
             fault_point("writer-ran")
             try:
@@ -111,6 +113,7 @@ def run_writer(workspace: "Workspace", writer: Writer, job: WriteJob, *,
                     raise
                 if attempt == attempts:
                     raise TransactionError(
-                        f"edits rejected again after {attempts - 1} repair run(s): {exc}",
+                        f"edits rejected again after {attempts - 1} repair run(s): "
+                        f"{exc.code}: {exc}",
                         code=ReasonCode.COMMIT_REJECTED, retryable=False) from exc
                 rejection = f"{exc.code}: {exc}"

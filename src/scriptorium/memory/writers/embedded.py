@@ -62,10 +62,16 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 
 
 def _one_line(text: str) -> str:
-    """Collapse whitespace so a turn's text can never break the paragraph or forge syntax."""
+    """What someone said, as plain claim text that can never be read as topic syntax.
+
+    Whitespace collapses to single spaces (no line can start a heading, a fence, a comment or
+    a footnote definition); a citation-looking ``[^`` gets a space; every ``^`` becomes the
+    look-alike ``ˆ`` (no block id, wherever it stands); ``](`` gets a space, so
+    ``[the plan](plan.md#^abcdef12)`` is text, not a link the tree must resolve. A turn that
+    forged syntax would make the transaction reject its batch and block the branch for good.
+    """
     text = " ".join(text.split())
-    # A citation-looking "[^" or a trailing "^id" inside a claim would be read as syntax.
-    return text.replace("[^", "[ ^").replace(" ^", " ˆ")
+    return text.replace("[^", "[ ^").replace("^", "ˆ").replace("](", "] (")
 
 
 def _words(text: str) -> list[str]:
@@ -157,7 +163,7 @@ def subject_of(title: str, batch: list[Record], hint: str = "") -> tuple[str, st
     most salient words of ``hint`` (the text the branch opened with, the same for every
     batch of a conversation, so its batches land in one topic), else of the batch."""
     if slug(title):
-        return title.strip(), slug(title) + ".md"
+        return _one_line(title), slug(title) + ".md"
     text = hint if keywords(hint, 1) else (
         " ".join(r.content for r in batch if r.role == "user")
         or " ".join(r.content for r in batch))

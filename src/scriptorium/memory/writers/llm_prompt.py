@@ -98,6 +98,8 @@ REPAIR_GUIDANCE = {
     "symlinks may not": "create plain files with write, never links",
     "only .md topic files": "name topic files topics/<subject>.md and create nothing else",
     "not valid utf-8": "write plain UTF-8 text",
+    "not this batch": "keep every paragraph you did not write for this batch exactly as it "
+                      "is, with its ^id and citations; add your claims as new paragraphs",
 }
 
 

@@ -4,7 +4,12 @@ A model's tool call is untrusted input. Every path is checked *before* anything 
 absolute paths, ``..`` segments, backslashes, symlinks, ``sources/`` and anything outside
 ``topics/`` are refused, and the refusal is returned as the tool result with guidance the
 model can act on ("use a path like topics/people/dave.md"). Nothing is executed for a refused
-call. Tool failures are results, not exceptions: the run goes on and the audit records them.
+call. Tool failures are results, not exceptions: whatever a tool raises, the run goes on and
+the audit records it.
+
+The model's patterns (grep's regex, glob's translation) run on RE2 (``google-re2``), whose
+matching time is linear in the text: a backtracking engine can spend hours on ``(a+)+$`` while
+the writer holds the workspace lock, blocking every other write.
 """
 
 from __future__ import annotations
@@ -16,8 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ...fsutil import atomic_write_text, safe_join
 from ...errors import InvalidInput
+from ...fsutil import atomic_write_text, safe_join
+
+try:  # the llm extra brings it; without it grep and glob refuse rather than risk a hang
+    import re2
+except ImportError:  # pragma: no cover - exercised only without the extra
+    re2 = None  # type: ignore[assignment]
 
 READ_MAX_CHARS = 200_000
 WRITE_MAX_BYTES = 512_000
@@ -66,9 +76,28 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 TOOL_NAMES = tuple(t["function"]["name"] for t in TOOL_SCHEMAS)
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def bounded_regex(pattern: str, *, ignore_case: bool = False) -> Any:
+    """``pattern`` compiled by RE2 (linear-time matching, bounded memory), or
+    :class:`Refused` saying why the engine will not take it."""
+    if re2 is None:
+        raise Refused("pattern search needs the google-re2 package (pip install "
+                      "'scriptorium[llm]'); use read and glob instead.")
+    options = re2.Options()
+    options.log_errors = False  # the reason goes to the model, not to our stderr
+    options.case_sensitive = not ignore_case
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise Refused(f"{reason}") from None
+
+
+def glob_regex(pattern: str) -> Any:
     """A glob as a regex over ``/``-separated paths: ``*`` and ``?`` stay in one segment,
-    ``**/`` spans any number of directories."""
+    ``**/`` spans any number of directories. A pattern RE2 refuses (``[z-a]``) is
+    :class:`Refused` with guidance."""
     out, i = [], 0
     while i < len(pattern):
         if pattern.startswith("**/", i):
@@ -97,7 +126,11 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    return re.compile("".join(out) + r"\Z")
+    try:
+        return bounded_regex("".join(out) + r"\z")
+    except Refused as exc:
+        raise Refused(f"invalid glob pattern {pattern!r} ({exc}); use * ? ** and ranges "
+                      "written low to high such as [a-z].") from None
 
 
 @dataclass
@@ -130,7 +163,7 @@ class StageTools:
             return ToolResult("ok", handler(arguments))
         except Refused as exc:
             return ToolResult("error", f"Error: {exc}")
-        except (OSError, UnicodeError) as exc:
+        except Exception as exc:  # a tool failure is the model's to read, never the run's end
             return ToolResult("error", f"Error: {type(exc).__name__}: {exc}")
 
     # -- path confinement ----------------------------------------------------------------------
@@ -260,12 +293,12 @@ class StageTools:
 
     def grep(self, args: dict[str, Any]) -> str:
         pattern = self._text(args, "pattern", allow_empty=False)
-        flags = re.IGNORECASE if args.get("ignore_case") is True else 0
         try:
-            regex = re.compile(pattern, flags)
-        except re.error as exc:
+            regex = bounded_regex(pattern, ignore_case=args.get("ignore_case") is True)
+        except Refused as exc:
             raise Refused(f"invalid regular expression ({exc}); escape special characters "
-                          "such as [ ] ( ) ^ with a backslash.") from None
+                          "such as [ ] ( ) ^ with a backslash; backreferences and lookaround "
+                          "are not supported.") from None
         rel, real = self.resolve(args.get("path"), default=TOPICS)
         hits: list[str] = []
         for path_rel, path in self._files_under(rel, real):
@@ -288,7 +321,7 @@ class StageTools:
                           "such as topics.")
         regex = glob_regex(pattern)
         matches = [path_rel for path_rel, path in self._files_under(rel, real)
-                   if regex.match(path.relative_to(real).as_posix())]
+                   if regex.fullmatch(path.relative_to(real).as_posix())]
         if not matches:
             return "no files match"
         if len(matches) > MAX_HITS:
