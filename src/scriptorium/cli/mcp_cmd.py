@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ..errors import ScriptoriumError
+from ..errors import InvalidInput, ReasonCode
 from .app import App, main
 
 
-class McpUnavailable(ScriptoriumError):
+class McpUnavailable(InvalidInput):
     """The MCP server was asked for but the optional ``mcp`` SDK is not installed."""
 
-    code = "MCP_UNAVAILABLE"
-    exit_code = 2
+    code = ReasonCode.MCP_UNAVAILABLE
 
 
 @main.command("mcp")

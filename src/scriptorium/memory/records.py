@@ -16,6 +16,7 @@ from ..errors import InvalidInput
 from ..redact import redact
 from ..sessions.kinds import is_runtime, is_spawn_root, message_is_summary
 from ..tokens import count_tokens
+from .sources import SourceRecord
 
 MARK_KEY = "memory_written_scriptorium"
 PROVIDER = "openprogram"  # provider name of session turns, kept for compatibility
@@ -166,3 +167,11 @@ def first_batch(pending: Sequence[Record], trigger_tokens: int) -> list[Record]:
 
 def total_tokens(recs: Iterable[Record]) -> int:
     return sum(r.tokens for r in recs)
+
+
+def to_source_record(record: Record) -> SourceRecord:
+    """The evidence a write archives for ``record`` (provider ``openprogram``, as the
+    reference names session turns)."""
+    return SourceRecord(provider="openprogram", thread=record.session_id,
+                        message=record.node_id, role=record.role, content=record.content,
+                        timestamp=record.iso_time())

@@ -347,7 +347,7 @@ class _Plan:
                 raise TransactionError(
                     f"{'; '.join(foreign)}: a write may only remove or change paragraphs that "
                     "cite its own batch; keep the others with their ^id and citations",
-                    code="FOREIGN_CITATION_REMOVED")
+                    code=ReasonCode.FOREIGN_CITATION_REMOVED)
 
         new_ids = {i for d in docs.values() for b in d.blocks for i in b.ids}
 

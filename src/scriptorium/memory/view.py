@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from ..config import Settings
 from ..sessions import SessionStore
+from .failures import BlockedBranches
 from .records import Record
 from .results import SessionResult
 from .workspace import Workspace
@@ -21,6 +22,7 @@ class MemoryView(Protocol):
     store: SessionStore
     workspace: Workspace
     settings: Settings
+    blocked: BlockedBranches
 
     @property
     def writer(self) -> Writer: ...

@@ -35,12 +35,11 @@ from .failures import BlockedBranches, Failure, classify
 from .migrate import migrate_if_needed
 from .progress import Progress
 from .records import (MARK_KEY, Record, first_batch, is_record, message_text, records,
-                      total_tokens)
+                      to_source_record, total_tokens)
 from .side_branches import (ARCHIVED, AT_BOUNDARY, BELOW_THRESHOLD, FAILURE, PendingBranch,
                             side_branch_due)
 from .results import SessionResult, StepResult
 from .search import Hit, attach
-from .sources import SourceRecord
 from .workspace import Workspace
 from .writers import WriteJob, Writer, make_writer, run_writer
 
@@ -571,8 +570,3 @@ class Memory:
         ``stop`` is set or ``max_passes`` ran; see :meth:`IdleWatcher.run_forever`."""
         self.watcher().run_forever(stop, on_report, max_passes, wake_fds)
 
-
-def to_source_record(record: Record) -> SourceRecord:
-    return SourceRecord(provider="openprogram", thread=record.session_id,
-                        message=record.node_id, role=record.role, content=record.content,
-                        timestamp=record.iso_time())
