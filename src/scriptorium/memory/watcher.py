@@ -333,6 +333,7 @@ class IdleWatcher:
         the loop; a step under way finishes first (a write is never cut short)."""
         stop = stop or threading.Event()
         waker = Waker(self.memory.store.events)
+        waker.open()  # watch the log before the first look at it: no move falls between
         passes = 0
         next_poll = self.clock() if self.needs_full_pass() else self.clock() + self.interval
         try:

@@ -255,10 +255,11 @@ class Waker:
     @property
     def notified(self) -> bool:
         """True when waits end on the OS's notification (else only on their timeout)."""
-        self._open()
+        self.open()
         return self._fd is not None
 
-    def _open(self) -> None:
+    def open(self) -> None:
+        """Start watching (once): a change after this ends the next wait."""
         if self._tried:
             return
         self._tried = True
@@ -271,7 +272,7 @@ class Waker:
         self._fd = _inotify(self.log.dir)
 
     def wait(self, timeout: float, wake_fds: Sequence[int] = ()) -> None:
-        self._open()
+        self.open()
         fds = [*wake_fds, *([self._fd] if self._fd is not None else [])]
         if not fds:
             select.select([], [], [], max(0.0, timeout))
