@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..errors import InvalidInput
 from ..redact import redact
 from ..tokens import count_tokens
+from .sources.ids import normalize_speaker, speaker_label
 
 MARK_KEY = "memory_written_scriptorium"
 PROVIDER = "openprogram"  # provider name of session turns, kept for compatibility
@@ -39,6 +40,20 @@ class Record:
     # "retry" (a regenerated reply), "spawn" (the task a sub-agent was given), "sub-agent"
     # (a later turn of that sub-agent's branch), or "" for an ordinary turn.
     origin: str = ""
+    # The node's own speaker identity (metadata ``speaker_id`` / ``speaker_display``, as the
+    # reference system writes them); empty when the turn has none and its role says who spoke.
+    speaker_id: str = ""
+    speaker_display: str = ""
+
+    @property
+    def speaker(self) -> str:
+        """Who said it, as the archive labels it: ``display (id)``, display, id, else role."""
+        return speaker_label(self.role, self.speaker_id, self.speaker_display)
+
+    @property
+    def speaker_name(self) -> str:
+        """Who said it, for prose: the display name, else the id, else "" (use the role)."""
+        return normalize_speaker(self.speaker_display) or normalize_speaker(self.speaker_id)
 
     @property
     def source_id(self) -> str:
@@ -132,8 +147,14 @@ def records(session_id: str, branch: Sequence[Mapping[str, Any]], *,
             mark=mark if isinstance(mark, str) else None,
             tokens=max(1, count_tokens(text)),
             origin=origin,
+            speaker_id=_text_field(message.get("speaker_id")),
+            speaker_display=_text_field(message.get("speaker_display")),
         ))
     return out
+
+
+def _text_field(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
 
 
 def _origin(message: Mapping[str, Any], in_sub_agent: bool) -> str:

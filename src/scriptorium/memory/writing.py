@@ -453,4 +453,5 @@ class Memory:
 def to_source_record(record: Record) -> SourceRecord:
     return SourceRecord(provider="openprogram", thread=record.session_id,
                         message=record.node_id, role=record.role, content=record.content,
-                        timestamp=record.iso_time())
+                        timestamp=record.iso_time(), speaker_id=record.speaker_id,
+                        speaker_display=record.speaker_display)

@@ -138,12 +138,7 @@ def make_filters(*, path_prefix: str | None, since: str | None, until: str | Non
     if speaker is not None:
         if not isinstance(speaker, str) or not speaker.strip():
             raise InvalidInput("empty --speaker")
-        if not include_sources:
-            raise InvalidInput("--speaker filters archived sources only (topic claims have "
-                               "no speaker): pass --sources to search them")
     kinds: tuple[str, ...] = ("claim", "source") if include_sources else ("claim",)
-    if speaker is not None:
-        kinds = ("source",)
     return Filters(kinds=kinds,
                    prefix=normalize_prefix(path_prefix) if path_prefix is not None else None,
                    window=parse_window(since, until),
@@ -298,7 +293,8 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
     Filters: ``path_prefix`` (a folder or file under ``topics/`` or ``sources/``; a bare path
     is taken under ``topics/``), a date window ``since``/``until`` (YYYY, YYYY-MM or
     YYYY-MM-DD; a claim matches when one of its evidence dates overlaps it, a turn by its
-    timestamp), ``speaker`` (archived turns only: id, display name or label, any case).
+    timestamp), ``speaker`` (id, display name or label, any case: the
+    turns that person said, and the claims citing them).
     ``method``: ``bm25`` (default), ``embedding`` or ``hybrid`` (reciprocal-rank fusion of
     both); the last two need the optional local embedding model (else EMBEDDING_UNAVAILABLE).
 

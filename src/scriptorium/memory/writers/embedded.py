@@ -135,16 +135,17 @@ def claim(record: Record, section: str) -> str:
     if record.origin == "sub-agent":
         who = "The sub-agent" if record.role == "assistant" else "The delegating agent"
         return f"{who} reported: {statement}"
+    who = record.speaker_name or f"The {record.role}"
     if record.role == "assistant":
         verb = "committed" if _DECISION.search(record.content) else "answered"
-        prefix = "In a retried reply, the assistant" if record.origin == "retry" else \
-            "The assistant"
+        prefix = f"In a retried reply, {record.speaker_name or 'the assistant'}" \
+            if record.origin == "retry" else who
         return f"{prefix} {verb}: {statement}"
     if record.origin == "edit":
-        return f"The user corrected an earlier message: {statement}"
+        return f"{who} corrected an earlier message: {statement}"
     verb = {"Questions and answers": "asked", "Preferences": "stated a preference",
             "Decisions": "decided", "Requests": "requested"}.get(section, "said")
-    return f"The user {verb}: {statement}"
+    return f"{who} {verb}: {statement}"
 
 
 def is_trivial(record: Record) -> bool:
