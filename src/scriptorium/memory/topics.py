@@ -29,9 +29,12 @@ __all__ = [
     "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "TopicDoc",
     "parse_topic", "parse_topic_bytes", "render_topic", "render_block", "render_evidence",
     "normalize_topic", "validate_tree", "repoint_block_links", "is_local_label", "valid_when",
-    "BLOCK_ID_RE", "FOOTNOTE_ID_RE",
+    "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "SUPERSEDED_MARK",
 ]
 
+# How a claim says a later one replaced it ("… (superseded: now 150)"); search ranks such
+# claims below the value that holds.
+SUPERSEDED_MARK = "(superseded"
 BLOCK_ID_RE = re.compile(r"[A-Za-z0-9-]+")
 FOOTNOTE_ID_RE = re.compile(r"[A-Za-z0-9_-]+")
 # Labels a writer uses for evidence it adds; the runtime replaces them with ``e-<10 hex>``.

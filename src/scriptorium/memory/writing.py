@@ -31,7 +31,7 @@ from ..sessions.node import ROOT
 from . import search
 from .citations import cited_sources
 from .failures import BlockedBranches, Failure, classify
-from .records import (MARK_KEY, Record, first_batch, is_record, message_text, records,
+from .records import (MARK_KEY, PROVIDER, Record, first_batch, is_record, message_text, records,
                       total_tokens)
 from .side_branches import (ARCHIVED, AT_BOUNDARY, BELOW_THRESHOLD, FAILURE, PendingBranch,
                             side_branch_due)
@@ -184,11 +184,16 @@ class Memory:
                 refs = [r.source_id for r in batch]
                 cited = cited_sources(self.workspace, refs)
                 title = redact(str(self.store.get_meta(session_id).get("title") or ""))
+                line = frozenset(
+                    f"{PROVIDER}/{session_id}/{m['id']}"
+                    for m in self.store.get_branch(session_id, batch[-1].node_id)
+                    if isinstance(m.get("id"), str)) - set(refs)
                 result, audit = run_writer(
                     self.workspace, self.writer,
                     WriteRequest(batch=list(batch), stage=self.workspace.root,
                                  cited=frozenset(cited), session_title=title,
-                                 subject_hint=opening, log_dir=self.workspace.runtime_dir),
+                                 subject_hint=opening, line=line,
+                                 log_dir=self.workspace.runtime_dir),
                     refs=refs, purpose="write", own_blocks=own_blocks,
                     message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)

@@ -27,6 +27,9 @@ class WriteRequest:
     # What the conversation opened with (its branch's first turn): a stable subject for a
     # session without a title.
     subject_hint: str = ""
+    # Source ids of the turns before the batch on its branch: what a later turn of the batch
+    # may correct (claims citing anything else are on another line and are left standing).
+    line: frozenset[str] = frozenset()
     purpose: str = "write"
     # Set on a repair run: why the transaction rejected the previous attempt's edits.
     rejection: str | None = None
