@@ -77,10 +77,18 @@ def test_values_dates_roles_preferences_and_constraints_are_told_apart():
 
 def test_a_user_question_answered_by_the_next_turn_is_an_answered_question():
     facts = facts_of(batch(("u1", "user", "Which hotel has a meeting room?"),
-                           ("a1", "assistant", "The Alfama hotel has a room for 14.")))
-    assert facts[0].kind == ANSWERS
+                           ("a1", "assistant", "The Alfama hotel has a meeting room.")))
+    assert [f.kind for f in facts] == [ANSWERS]  # the answer is told once, with its question
     assert [r.node_id for r in facts[0].records] == ["u1", "a1"]
-    assert "Answer (the assistant): The Alfama hotel has a room for 14." in facts[0].text
+    assert "Answer (the assistant): The Alfama hotel has a meeting room." in facts[0].text
+
+
+def test_a_question_answered_with_a_value_leaves_the_value_on_its_own_line():
+    facts = facts_of(batch(("a1", "assistant", "What alert threshold do you want?"),
+                           ("u1", "user", "Set the alert threshold to 160 ms.")))
+    assert [f.kind for f in facts] == [ANSWERS, VALUES]
+    assert "Answered by the user with a value." in facts[0].text
+    assert facts[1].key == "alert threshold" and facts[1].value == "160 ms"
 
 
 def test_every_turn_of_the_batch_is_cited_even_those_with_nothing_to_note(tmp_path):

@@ -193,6 +193,8 @@ class Memory:
                     WriteRequest(batch=list(batch), stage=self.workspace.root,
                                  cited=frozenset(cited), session_title=title,
                                  subject_hint=opening, line=line,
+                                 side_branch=tip is not None and tip != self.store.get_meta(
+                                     session_id).get("head_id"),
                                  log_dir=self.workspace.runtime_dir),
                     refs=refs, purpose="write", own_blocks=own_blocks,
                     message=f"memory: write {len(batch)} turn(s) of {session_id}")

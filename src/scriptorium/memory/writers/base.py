@@ -30,6 +30,9 @@ class WriteRequest:
     # Source ids of the turns before the batch on its branch: what a later turn of the batch
     # may correct (claims citing anything else are on another line and are left standing).
     line: frozenset[str] = frozenset()
+    # The batch is on a branch the session's head does not follow: its values are
+    # alternatives, so they neither supersede committed claims nor change the current state.
+    side_branch: bool = False
     purpose: str = "write"
     # Set on a repair run: why the transaction rejected the previous attempt's edits.
     rejection: str | None = None

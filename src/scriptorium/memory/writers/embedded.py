@@ -150,7 +150,8 @@ class EmbeddedWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         existing = path.read_text(encoding="utf-8") if path.exists() else ""
         facts = F.facts_of(todo)
-        updated = _Topic(existing, f"topics/{relpath}", request.line).add(heading, facts)
+        topic = _Topic(existing, f"topics/{relpath}", request.line)
+        updated = topic.add(heading, facts, side_branch=request.side_branch)
         path.write_text(updated, encoding="utf-8")
         audit.add("write", path=f"topics/{relpath}", facts=len(facts),
                   turns=[r.source_id for r in todo])
@@ -214,9 +215,13 @@ class _Topic:
             text += F.superseded_note(fact.superseded_by)
         return text
 
-    def add(self, heading: str, facts: list[F.Fact]) -> str:
-        prior = self.prior_values()
+    def add(self, heading: str, facts: list[F.Fact], *, side_branch: bool = False) -> str:
+        prior = [] if side_branch else self.prior_values()
         F.resolve_lines(facts, [fact for fact, _ in prior])
+        if side_branch:
+            for fact in facts:
+                if fact.value:
+                    fact.text += " (on a side branch)"
         text = self.text
         for fact, written in prior:  # mark, in place, what a new value replaced
             if fact.superseded_by:
@@ -235,7 +240,8 @@ class _Topic:
                 chunk += [body, "", *definitions, ""]
             if chunk:
                 _insert_section(lines, kind, chunk[:-1])
-        self._write_state(lines, facts, prior)
+        if not side_branch:
+            self._write_state(lines, facts, prior)
         return "\n".join(lines).rstrip("\n") + "\n"
 
     def _write_state(self, lines: list[str], facts: list[F.Fact],

@@ -34,11 +34,11 @@ MAX_FACT_CHARS = 280
 
 _SENTENCE = re.compile(r"(?<=[.!?…;])\s+(?=\S)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-_NUMBER = re.compile(r"[$€£]?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|k|K|ms|s|GB|MB|TB|h))?(?![\w-])")
+_NUMBER = re.compile(r"(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|k|K|ms|s|GB|MB|TB|h))?(?![\w-])")
 _UNITS = frozenset("""euros eur usd dollars pounds people persons guests seats rooms nights days
 weeks months hours minutes seconds ms gb mb tb percent cores nodes replicas users items tickets
 km miles kg""".split())
-_CORRECTION = re.compile(r"\b(instead|actually|correction|correct(?:ed|ion)?|change (?:it|that|"
+_CORRECTION = re.compile(r"\b(instead|actually|correction|updated|correct(?:ed|ion)?|change (?:it|that|"
                          r"this) to|make (?:it|that|this)|update (?:it|that|this) to|rather|"
                          r"not \S+ but|scratch that|on second thought)\b", re.I)
 _DECISION = re.compile(r"\b(decided|decision|we'll go with|let'?s go with|go with|agreed|"
@@ -128,7 +128,7 @@ def value_of(sentence: str) -> tuple[str, str] | None:
     clause = re.split(r"[,:;—–]| - ", sentence[: m.start()])[-1]
     before = [w for w in _WORD.findall(clause) if w.lower() not in _KEY_SKIP
               and not w.isdigit() and not _DATE.fullmatch(w)]
-    words = before[-3:] if before else [w for w in after if w.lower() not in _KEY_SKIP][:2]
+    words = before[-4:] if before else [w for w in after if w.lower() not in _KEY_SKIP][:2]
     if _CORRECTION.search(sentence) and not before:
         words = []
     return " ".join(w.lower() for w in words), value
@@ -203,12 +203,14 @@ def facts_of(records: list[Record]) -> list[Fact]:
     turn with nothing to note adds its citation to the fact before it, or after it)."""
     out: list[Fact] = []
     orphans: list[Record] = []
+    consumed: set[tuple[int, str]] = set()  # answer sentences already told with their question
     for index, record in enumerate(records):
         made = _facts_of_turn(record, records[index + 1] if index + 1 < len(records) else None,
-                              out)
+                              consumed)
         if not made:
             if out:
-                out[-1].records.append(record)
+                if record not in out[-1].records:
+                    out[-1].records.append(record)
             else:
                 orphans.append(record)
             continue
@@ -222,7 +224,8 @@ def facts_of(records: list[Record]) -> list[Fact]:
     return out
 
 
-def _facts_of_turn(record: Record, nxt: Record | None, earlier: list[Fact]) -> list[Fact]:
+def _facts_of_turn(record: Record, nxt: Record | None,
+                   consumed: set[tuple[int, str]]) -> list[Fact]:
     if record.origin in ("spawn", "sub-agent"):
         body = shorten(" ".join(sentences(record.content)), 600)
         if not has_words(body):
@@ -233,7 +236,7 @@ def _facts_of_turn(record: Record, nxt: Record | None, earlier: list[Fact]) -> l
         return [Fact(SUB_AGENT, text, [record])]
     made: list[Fact] = []
     for sentence in sentences(record.content)[:12]:
-        if not has_words(sentence):
+        if not has_words(sentence) or (id(record), sentence) in consumed:
             continue
         kind = classify(sentence, record)
         if kind == NOTES and record.role == "assistant" and len(_WORD.findall(sentence)) < 5:
@@ -242,9 +245,14 @@ def _facts_of_turn(record: Record, nxt: Record | None, earlier: list[Fact]) -> l
             answer = next((s for s in sentences(nxt.content)
                            if has_words(s) and not s.endswith("?")), "")
             if answer:
-                made.append(Fact(ANSWERS, f"{who(record)[:1].upper() + who(record)[1:]} asked: "
-                                 f"{shorten(sentence)} Answer ({who(nxt)}): {shorten(answer)}",
-                                 [record, nxt]))
+                asked = f"{who(record)[:1].upper() + who(record)[1:]} asked: {shorten(sentence)}"
+                if classify(answer, nxt) == VALUES:  # the value is a fact of its own, on its line
+                    made.append(Fact(ANSWERS, f"{asked} Answered by {who(nxt)} with a value.",
+                                     [record, nxt]))
+                else:
+                    consumed.add((id(nxt), answer))
+                    made.append(Fact(ANSWERS, f"{asked} Answer ({who(nxt)}): {shorten(answer)}",
+                                     [record, nxt]))
                 continue
         text, owner = describe(kind, sentence, record)
         fact = Fact(kind, text, [record], owner=owner)
@@ -286,8 +294,9 @@ def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> None:
         old = None
         if fact.key:
             old = next((h for h in reversed(holding) if same_line(h.key, fact.key)), None)
-        elif holding and any(_CORRECTION.search(r.content) or r.origin == "edit"
-                             for r in fact.records):
+        elif holding and (any(_CORRECTION.search(r.content) or r.origin == "edit"
+                              for r in fact.records)
+                          or _number(fact.value) == _number(holding[-1].value)):
             old = holding[-1]
         if old is not None and old.key and old.key != fact.key:
             _rename(fact, old.key)  # the line keeps the name it was given first
