@@ -113,7 +113,9 @@ def test_a_correction_on_the_same_line_supersedes_the_older_value(tmp_path):
     text = files["topics/alerting.md"]
     assert "Alert threshold: 150 ms (the user: Make it 150 instead.) (replaces 160 ms)" in text
     olds = [l for l in text.splitlines() if l.startswith("Alert threshold: 160 ms")]
-    assert len(olds) == 2 and all("(superseded: now 150 ms)" in l for l in olds)
+    # the assistant's confirmation adds its turn to the claim it confirms
+    assert olds == ["Alert threshold: 160 ms (the user: Set the alert threshold to 160 ms.) "
+                    "(superseded: now 150 ms)[^e1][^e2]"]
     state = text.split("## Current state", 1)[1].split("\n## ", 1)[0]
     assert "- Alert threshold: 150 ms[^" in state and "160" not in state
 

@@ -217,7 +217,7 @@ class _Topic:
 
     def add(self, heading: str, facts: list[F.Fact], *, side_branch: bool = False) -> str:
         prior = [] if side_branch else self.prior_values()
-        F.resolve_lines(facts, [fact for fact, _ in prior])
+        facts = F.resolve_lines(facts, [fact for fact, _ in prior])
         if side_branch:
             for fact in facts:
                 if fact.value:

@@ -284,11 +284,15 @@ def same_line(a: str, b: str) -> bool:
     return len(wa) == 1 or len(wb) == 1 or len(set(wa) & set(wb)) >= 2
 
 
-def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> None:
+def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> list[Fact]:
     """Settle what holds: a value on a line an earlier value holds (or a correction naming no
-    line, which continues the last value) replaces it; the earlier one is superseded."""
+    line, which continues the last value) replaces it; the earlier one is superseded. A value
+    restated in the same batch ("Noted, the threshold is 160 ms") adds its turn to the claim
+    it confirms instead of a second claim. Returns the facts left to write."""
     holding: list[Fact] = [f for f in (prior or []) if f.value and not f.superseded_by]
+    out: list[Fact] = []
     for fact in facts:
+        out.append(fact)
         if not fact.value:
             continue
         old = None
@@ -309,12 +313,18 @@ def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> None:
                 fact.text = re.sub(r"^([^:]+: )\S+", lambda m: m.group(1) + fact.value,
                                    fact.text, count=1)
         line = [h for h in holding if h is old or same_line(h.key, old.key)]
+        if _number(old.value) == _number(fact.value) and old.kind == fact.kind == VALUES \
+                and any(o is old for o in out):  # a confirmation of a value of this batch
+            old.records.extend(r for r in fact.records if r not in old.records)
+            out.pop()
+            continue
         if _number(old.value) != _number(fact.value):
             fact.replaces = old.value
             for earlier in line:  # the value and every restatement of it
                 earlier.superseded_by = fact.value
             holding = [h for h in holding if h not in line]
         holding.append(fact)  # a restatement of the same value holds beside it
+    return out
 
 
 def _rename(fact: Fact, key: str) -> None:
