@@ -46,6 +46,7 @@ _DECISION = re.compile(r"\b(decided|decision|we'll go with|let'?s go with|go wit
 _ACTION = re.compile(r"\b(i'll|i will|we'll|we will|i'm going to|we're going to|please|"
                      r"can you|could you|would you|remind me|todo|to-do|action item|"
                      r"need(?:s)? to|ha(?:s|ve) to)\b", re.I)
+_REQUEST = re.compile(r"(?:please )?(?:can|could|would|will) you\b", re.I)
 _NAMED_ACTION = re.compile(r"\b([A-Z][a-z]+) (?:will|is going to|should)\b")
 _PREFERENCE = re.compile(r"\b(prefer\w*|favou?rite|i (?:really )?(?:like|love|hate|dislike|"
                          r"enjoy)|i'?d rather|don'?t want|do not want|can'?t stand)\b", re.I)
@@ -64,7 +65,8 @@ _KEY_SKIP = frozenset("""a an the it its that this is are was be to of for at on
 or set make change update raise lower bump put instead actually now please let's lets we i you
 our my your should would will can could go use keep about around roughly approx approximately
 need needs want so then than from up down new old value number total correction done updated
-noted ok okay sure yes confirmed has have""".split())
+noted ok okay sure yes confirmed has have when exceeds exceed above below over under least most
+must than more less recorded""".split())
 
 
 @dataclass
@@ -156,7 +158,7 @@ def _named_owner(sentence: str) -> str:
 def classify(sentence: str, record: Record) -> str:
     """What a sentence is, most specific first."""
     if sentence.rstrip().endswith("?"):
-        return QUESTIONS
+        return ACTIONS if _REQUEST.match(sentence) else QUESTIONS
     if _DECISION.search(sentence):
         return DECISIONS
     if _ACTION.search(sentence) or _named_owner(sentence):
@@ -279,9 +281,9 @@ def same_line(a: str, b: str) -> bool:
     if a == b:
         return True
     wa, wb = a.split(), b.split()
-    if wa[-1] != wb[-1]:
-        return False
-    return len(wa) == 1 or len(wb) == 1 or len(set(wa) & set(wb)) >= 2
+    if len(set(wa) & set(wb)) >= 2:
+        return True
+    return wa[-1] == wb[-1] and (len(wa) == 1 or len(wb) == 1)
 
 
 def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> list[Fact]:
