@@ -5,32 +5,18 @@ turn), kept verbatim as the recall benchmark's baseline. Not part of the library
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 
 from scriptorium.fsutil import safe_join
 from scriptorium.memory.records import Record
 from scriptorium.memory.writers.base import WriteRequest, WriterAudit
+# helpers the rewrite kept unchanged
+from scriptorium.memory.writers.embedded import content_words, keywords, subject_of
 
 SECTIONS = ("Decisions", "Preferences", "Requests", "Facts", "Questions and answers",
             "Sub-agent work")
 MAX_STATEMENT_CHARS = 600
 MAX_SENTENCES = 3
-
-_STOPWORDS = frozenset("""
-a about above after again against all also am an and any are aren't as at be because been before
-being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
-don't down during each few for from further had hadn't has hasn't have haven't having he he'd
-he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into
-is isn't it it's its itself let's me more most mustn't my myself no nor not of off on once only or
-other ought our ours ourselves out over own same shan't she she'd she'll she's should shouldn't so
-some such than that that's the their theirs them themselves then there there's these they they'd
-they'll they're they've this those through to too under until up very was wasn't we we'd we'll
-we're we've were weren't what what's when when's where where's which while who who's whom why
-why's with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
-ok okay thanks thank please yes yeah sure great good fine got noted just will shall may might must
-would like one two also really well now still even get make know think want need see use say said
-""".split())
 
 _PREFERENCE = re.compile(
     r"\b(prefer\w*|favou?rite|i (?:really )?(?:like|love|hate|dislike|enjoy)|rather|"
@@ -57,21 +43,6 @@ def _one_line(text: str) -> str:
 
 def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
-
-
-def content_words(text: str) -> list[str]:
-    return [w for w in _words(text) if w not in _STOPWORDS and not w.isdigit() and len(w) > 1]
-
-
-def keywords(text: str, limit: int = 3) -> list[str]:
-    """The most salient words of ``text``, most salient first (ties in order of appearance)."""
-    words = content_words(text)
-    counts = Counter(words)
-    first = {w: i for i, w in reversed(list(enumerate(words)))}
-    capitalised = {w.lower() for w in _WORD.findall(text) if w[:1].isupper()}
-    ranked = sorted(counts, key=lambda w: (-(counts[w] + (0.5 if w in capitalised else 0)
-                                             + min(len(w), 10) / 20), first[w]))
-    return ranked[:limit]
 
 
 def condense(text: str) -> str:
@@ -133,27 +104,6 @@ def claim(record: Record, section: str) -> str:
 def is_trivial(record: Record) -> bool:
     """A turn with nothing to remember on its own ("ok", "thanks!")."""
     return not content_words(record.content)
-
-
-def slug(text: str) -> str:
-    out = re.sub(r"[^\w]+", "-", text.lower(), flags=re.UNICODE).strip("-_")
-    return out[:60].strip("-_")
-
-
-def subject_of(title: str, batch: list[Record], hint: str = "") -> tuple[str, str]:
-    """(heading, topic path relative to topics/) for a batch: the session title, else the
-    most salient words of ``hint`` (the text the branch opened with, the same for every
-    batch of a conversation, so its batches land in one topic), else of the batch."""
-    if slug(title):
-        return title.strip(), slug(title) + ".md"
-    text = hint if keywords(hint, 1) else (
-        " ".join(r.content for r in batch if r.role == "user")
-        or " ".join(r.content for r in batch))
-    words = keywords(text, 2)
-    if not words:
-        return "Notes", "notes.md"
-    heading = " ".join(words).capitalize()
-    return heading, slug(heading) + ".md"
 
 
 @dataclass

@@ -12,7 +12,7 @@ deterministic: no file, no clock.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..records import Record
 from ..topics import SUPERSEDED_MARK
