@@ -147,8 +147,8 @@ def records(session_id: str, branch: Sequence[Mapping[str, Any]], *,
             mark=mark if isinstance(mark, str) else None,
             tokens=max(1, count_tokens(text)),
             origin=origin,
-            speaker_id=_text_field(message.get("speaker_id")),
-            speaker_display=_text_field(message.get("speaker_display")),
+            speaker_id=redact(_text_field(message.get("speaker_id"))),
+            speaker_display=redact(_text_field(message.get("speaker_display"))),
         ))
     return out
 
