@@ -28,7 +28,7 @@ from pathlib import Path
 from ...fsutil import safe_join
 from ..records import Record
 from ..sources.ids import source_anchor
-from ..topics import SUPERSEDED_MARK, Block, parse_topic
+from ..topics import SUPERSEDED_MARK, parse_topic
 from . import facts as F
 from .base import WriteRequest, WriterAudit
 
@@ -170,7 +170,7 @@ class _Topic:
 
     # -- prior claims ----------------------------------------------------------------------
 
-    def _cites_only_the_line(self, block: Block, fids: list[str]) -> bool:
+    def _cites_only_the_line(self, fids: list[str]) -> bool:
         targets = [s.target for fid in fids for s in getattr(self.doc.evidence.get(fid),
                                                              "sources", [])]
         return bool(targets) and all(t.rpartition("#")[2] in self.on_line or t in self.on_line
@@ -186,7 +186,7 @@ class _Topic:
                 m = _VALUE_CLAIM.match(claim.text)
                 if not m or SUPERSEDED_MARK in claim.text:
                     continue
-                if not self._cites_only_the_line(block, claim.citations):
+                if not self._cites_only_the_line(claim.citations):
                     continue
                 key = m.group("key").strip().lower()
                 key = "" if key == "value" else key
