@@ -30,7 +30,7 @@ NOTES = "Notes"
 SUB_AGENT = "Sub-agent work"
 KINDS = (DECISIONS, VALUES, DATES, ACTIONS, QUESTIONS, PEOPLE, PREFERENCES, CONSTRAINTS,
          ANSWERS, NOTES, SUB_AGENT)
-MAX_FACT_CHARS = 280
+MAX_FACT_CHARS = 600  # a long sentence is kept whole up to this
 
 _SENTENCE = re.compile(r"(?<=[.!?…;])\s+(?=\S)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
