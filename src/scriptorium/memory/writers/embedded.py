@@ -222,12 +222,9 @@ class _Topic:
             for fact in facts:
                 if fact.value:
                     fact.text += " (on a side branch)"
-        text = self.text
-        for fact, written in prior:  # mark, in place, what a new value replaced
-            if fact.superseded_by:
-                text = text.replace(written + "[^", written + F.superseded_note(
-                    fact.superseded_by) + "[^", 1)
-        lines = text.splitlines()
+        # A write may change only paragraphs citing its own batch: a committed claim a new
+        # value replaces is left as written; the new claim says what it replaces.
+        lines = self.text.splitlines()
         if not any(line.startswith("# ") for line in lines):
             lines = [f"# {heading}", ""] + lines
         for kind in F.KINDS:
@@ -246,8 +243,11 @@ class _Topic:
 
     def _write_state(self, lines: list[str], facts: list[F.Fact],
                      prior: list[tuple[F.Fact, str]]) -> None:
-        """Rewrite the Current state block: the old lines that still hold, then the new."""
+        """The Current state block of a new topic; a topic that has one (committed, so not
+        this write's to change) gets a further block with what this batch settled."""
         old_block = next((b for b in self.doc.blocks if b.headings[-1:] == [STATE]), None)
+        if old_block is not None:
+            return self._append_state(lines, facts)
         dropped_keys = [f.key for f, _ in prior if f.superseded_by] + \
             [f.key for f in facts if f.value and f.kind in (F.VALUES, F.DECISIONS)]
         kept: list[tuple[str, str, str]] = []  # (kind tag, text, citations)
@@ -295,6 +295,18 @@ class _Topic:
         definitions = old_definitions + definitions
         block_lines = body + ([""] + definitions if definitions else [])
         lines[start + 1:end] = [""] + block_lines + ([""] if end < len(lines) else [])
+
+    def _append_state(self, lines: list[str], facts: list[F.Fact]) -> None:
+        definitions: list[str] = []
+        body = []
+        for fact in facts:
+            line = _state_line(fact)
+            if line is None or fact.superseded_by:
+                continue
+            text = line[1] + (F.replaces_note(fact.replaces) if fact.replaces else "")
+            body.append(f"- {text}{self._cite(fact.records, definitions)}")
+        if body:
+            _insert_section(lines, STATE, body + [""] + definitions)
 
 
 def _state_line(fact: F.Fact) -> tuple[str, str] | None:
