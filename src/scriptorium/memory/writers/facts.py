@@ -91,7 +91,10 @@ def who(record: Record) -> str:
 def clean(text: str) -> str:
     """One line that cannot forge topic syntax (citations, ids, headings)."""
     text = " ".join(text.split())
-    return text.replace("[^", "[ ^").replace("^", "ˆ").replace("](", "] (")
+    text = text.replace("[^", "[ ^").replace("^", "ˆ").replace("](", "] (")
+    if re.match(r"(#|`{3}|~{3}|<|\[|- |\* )", text):  # a claim never opens a line as syntax
+        text = f"“{text}”"
+    return text
 
 
 def shorten(text: str, limit: int = MAX_FACT_CHARS) -> str:
