@@ -5,8 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
-from testkit import Cli, copy_state
+from testkit import CI_MAX_EXAMPLES, Cli, copy_state, hypothesis_profile
+
+# Hypothesis profiles. "ci" (chosen when CI=true, or HYPOTHESIS_PROFILE=ci) is bounded and
+# reproducible: few examples (testkit.examples caps the tests that ask for more), no
+# deadline (the machine is loaded; speed is never a test), the same examples every run.
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", max_examples=CI_MAX_EXAMPLES, deadline=None, derandomize=True,
+                          print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(hypothesis_profile())
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -19,6 +20,19 @@ from scriptorium.memory.workspace import Workspace
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 
 DATA = Path(__file__).parent / "data"
+CI_MAX_EXAMPLES = 25
+
+
+def hypothesis_profile() -> str:
+    """``ci`` when CI=true (or HYPOTHESIS_PROFILE=ci), else ``dev`` (see conftest.py)."""
+    return os.environ.get("HYPOTHESIS_PROFILE") or (
+        "ci" if os.environ.get("CI", "").lower() == "true" else "dev")
+
+
+def examples(n: int) -> int:
+    """``n`` Hypothesis examples, capped under the CI profile (an explicit ``max_examples``
+    in ``@settings`` wins over the loaded profile, so tests that ask for more say it here)."""
+    return min(n, CI_MAX_EXAMPLES) if hypothesis_profile() == "ci" else n
 OPENPROGRAM_STATE = DATA / "openprogram-state"
 
 
@@ -81,3 +95,12 @@ class Cli:
         result = self(*args, "--json")
         assert result.exit_code == 0, f"exit {result.exit_code}: {result.output}"
         return json.loads(result.stdout)
+
+
+def json_error(result) -> dict:
+    """The error document a failed ``--json`` command printed: stdout is exactly
+    ``{"error": {"code", "message", "retryable"}}`` (and stderr one line)."""
+    doc = json.loads(result.stdout)
+    assert list(doc) == ["error"] and set(doc["error"]) == {"code", "message", "retryable"}
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    return doc["error"]

@@ -1,33 +1,32 @@
 """scriptorium: exactly-once, branch-aware long-term memory for agent conversations.
 
-The library is the product; :mod:`scriptorium.cli` is a thin view of it. The main entry
-points are importable from here::
+The library is the product; :mod:`scriptorium.cli` is a thin view of it. The public names are
+importable from here (typed; this package ships ``py.typed``)::
 
     from scriptorium import Memory, SessionStore, search
+
+Everything else is internal and may change between releases.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from .errors import (ConcurrentUpdate, CorruptFile, InvalidInput, NotFound, ReasonCode,
+                     ScriptoriumError, WriteFailed)
+from .memory.search import Hit, search
+from .memory.workspace import Workspace
+from .memory.writers import WriteJob, WriteRequest, Writer, WriterAudit
+from .memory.writing import Memory, SessionResult, StepResult
+from .sessions import SessionStore
 
 __version__ = "0.1.0"
 
-# name -> module that defines it; imported on first use so `import scriptorium` stays light
-_EXPORTS = {
-    "Memory": "scriptorium.memory.writing",
-    "SessionStore": "scriptorium.sessions",
-    "Workspace": "scriptorium.memory.workspace",
-    "search": "scriptorium.memory.search",
-    "ScriptoriumError": "scriptorium.errors",
-}
-
-__all__ = ["__version__", *_EXPORTS]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'scriptorium' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__all__ = [
+    "__version__",
+    # the front door and what it works on
+    "Memory", "SessionStore", "Workspace", "search", "Hit", "SessionResult", "StepResult",
+    # errors: one family per exit code, one registry of reason codes
+    "ScriptoriumError", "InvalidInput", "NotFound", "CorruptFile", "ConcurrentUpdate",
+    "WriteFailed", "ReasonCode",
+    # bring your own writer (registered under the ``scriptorium.writers`` entry points)
+    "Writer", "WriteRequest", "WriteJob", "WriterAudit",
+]

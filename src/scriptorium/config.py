@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from .entrypoints import check_writer_name
 from .errors import InvalidInput
 
 
@@ -77,16 +78,16 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
                 raise ValueError
             return out
         if kind in ("float", float):
-            out = float(value)
-            if out < 0:
+            seconds = float(value)
+            if seconds < 0:
                 raise ValueError
-            return out
+            return seconds
         return str(value)
     except (TypeError, ValueError):
         raise InvalidInput(f"invalid setting {name}={value!r} in {origin}") from None
 
 
-def _check_keys(data: dict, path: Path) -> list[str]:
+def _check_keys(data: dict[str, Any], path: Path) -> list[str]:
     """An unknown key in a section we own is an error naming it (a typo would otherwise be
     ignored for good); an unknown section is left to whatever owns it, with a warning."""
     warnings = []
@@ -141,6 +142,6 @@ def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
     if settings.side_branches not in SIDE_BRANCHES:
         raise InvalidInput(f"unknown side_branches {settings.side_branches!r} "
                            f"({', '.join(SIDE_BRANCHES)})")
-    if settings.writer_kind not in ("embedded", "llm"):
-        raise InvalidInput(f"unknown writer kind {settings.writer_kind!r} (embedded or llm)")
+    if settings.writer_kind != "embedded":  # the default needs no metadata scan
+        check_writer_name(settings.writer_kind)  # any registered name (entry points)
     return settings

@@ -213,6 +213,18 @@ def atomic_write_json(path: Path, obj: Any, *, indent: int | None = None, mode: 
     atomic_write_text(path, text, mode, durable=durable)
 
 
+def json_object(data: bytes, what: str) -> dict[str, Any]:
+    """``data`` parsed as one JSON object; anything else (not UTF-8, not JSON, not an object)
+    is a CorruptFile naming ``what`` ("corrupt <what>: why")."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptFile(f"corrupt {what}: {exc}") from None
+    if not isinstance(obj, dict):
+        raise CorruptFile(f"corrupt {what}: not a JSON object")
+    return obj
+
+
 def regular_files(root: Path, base: Path, suffix: str = "") -> list[str]:
     """Root-relative POSIX paths of the regular files under ``base`` ending in ``suffix``,
     sorted; symlinks (to files or directories) are never followed or listed."""
@@ -300,10 +312,6 @@ class FileLock:
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
 
     def __enter__(self) -> "FileLock":
         self.acquire()

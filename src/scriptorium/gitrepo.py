@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import CorruptFile, ScriptoriumError
+from .errors import CorruptFile, ReasonCode, WriteFailed
 from .faults import fault_point
 
 # Variables that would point git somewhere else than the repository we name.
@@ -31,14 +31,16 @@ _ENV_KEEP_OUT = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIREC
 INIT_PREFIX = ".git-init-"  # a repository being created, renamed to .git when complete
 
 
-class GitUnavailable(ScriptoriumError):
-    code = "GIT_UNAVAILABLE"
+class GitUnavailable(WriteFailed):
+    """git is needed for history and is not installed."""
+
+    code = ReasonCode.GIT_UNAVAILABLE
 
 
 class GitDamaged(CorruptFile):
     """A ``.git`` that is not a usable repository and holds history we must not discard."""
 
-    code = "GIT_DAMAGED"
+    code = ReasonCode.GIT_DAMAGED
 
 
 def _has_history(gitdir: Path) -> bool:
@@ -82,9 +84,9 @@ class GitRepo:
         except FileNotFoundError:
             raise GitUnavailable("git is not installed; it is needed for history") from None
         if check and proc.returncode != 0:
-            raise ScriptoriumError(
+            raise WriteFailed(
                 f"git {args[0]} failed in {self.path}: {proc.stderr.strip() or proc.stdout.strip()}",
-                code="GIT_FAILED")
+                code=ReasonCode.GIT_FAILED)
         return proc
 
     @property

@@ -64,7 +64,7 @@ class MarkFirstMemory(Memory):
         from scriptorium.faults import fault_point
         from scriptorium.memory.failures import classify
         from scriptorium.memory.records import MARK_KEY
-        from scriptorium.memory.writers import WriteRequest, run_writer
+        from scriptorium.memory.writers import WriteJob, run_writer
         from scriptorium.memory.writing import StepResult, to_source_record
 
         step = StepResult(batch=list(batch), tip=tip)
@@ -82,11 +82,10 @@ class MarkFirstMemory(Memory):
                 from scriptorium.memory.citations import cited_sources
                 result, _ = run_writer(
                     self.workspace, self.writer,
-                    WriteRequest(batch=list(batch), stage=self.workspace.root,
-                                 cited=frozenset(cited_sources(self.workspace)),
-                                 session_title=str(self.store.get_meta(session_id).get("title")
-                                                   or "")),
-                    refs=[r.source_id for r in batch], purpose="write",
+                    WriteJob(batch=list(batch), cited=frozenset(cited_sources(self.workspace)),
+                             session_title=str(self.store.get_meta(session_id).get("title")
+                                               or "")),
+                    refs=[r.source_id for r in batch],
                     message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)
         except Exception as exc:

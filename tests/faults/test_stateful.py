@@ -13,9 +13,12 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from testkit import examples
 
 from scriptorium import faults
 from scriptorium.config import load_settings
@@ -218,6 +221,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
 
 MemoryMachine.TestCase.settings = settings(
-    max_examples=50, stateful_step_count=30, deadline=None,
+    max_examples=examples(50), stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-test_any_interleaving_with_crashes_ends_with_every_live_turn_marked_once = MemoryMachine.TestCase
+test_any_interleaving_with_crashes_ends_with_every_live_turn_marked_once = pytest.mark.slow(
+    MemoryMachine.TestCase)

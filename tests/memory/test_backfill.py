@@ -18,7 +18,7 @@ from scriptorium.memory.writers import WriteRequest
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 from scriptorium.tokens import count_tokens
-from testkit import workspace_lock_held
+from testkit import workspace_lock_held, examples
 
 from upgrade_support import legacy_text, tree_bytes, v2_text, write_legacy, write_v2
 
@@ -125,7 +125,7 @@ def test_backfill_sends_only_uncited_trusted_sources_and_never_opens_the_session
     ws = workspace_with_sources(tmp_path / "memory")
     writer = RecordingWriter()
     mem = Memory(tmp_path, store=ExplodingStore(), workspace=ws, writer=writer)
-    report = backfill(mem, writer)
+    report = mem.backfill()
     assert sorted(writer.seen) == sorted(ALL_UNCITED)
     assert (report.status, report.candidates, report.processed, report.remaining) == \
         ("ok", 4, 4, 0)
@@ -222,7 +222,7 @@ def _cand(n: int, tokens: int) -> Candidate:
     return Candidate(frame, tokens)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(sizes=st.lists(st.integers(min_value=1, max_value=50), min_size=1, max_size=20),
        budget=st.integers(min_value=1, max_value=120))
 def test_next_batch_is_the_longest_prefix_that_fits_and_never_empty(sizes, budget):

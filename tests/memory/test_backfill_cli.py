@@ -43,7 +43,7 @@ def test_a_failing_batch_exits_non_zero_and_reports_what_remains(legacy_home, mo
         def write(self, request):
             raise RuntimeError("model unreachable")
 
-    monkeypatch.setattr("scriptorium.memory.writers.make_writer", lambda kind, s=None: Broken())
+    monkeypatch.setattr("scriptorium.memory.writing.make_writer", lambda kind, s=None: Broken())
     result = run(legacy_home, "memory", "backfill", "--json")
     assert result.exit_code == 1
     data = json.loads(result.stdout)
@@ -59,7 +59,7 @@ def test_backfill_with_work_left_exits_non_zero(legacy_home, monkeypatch):
         def write(self, request):
             return None
 
-    monkeypatch.setattr("scriptorium.memory.writers.make_writer", lambda kind, s=None: Idle())
+    monkeypatch.setattr("scriptorium.memory.writing.make_writer", lambda kind, s=None: Idle())
     code, data = run_json(legacy_home, "memory", "backfill")
     assert code == 1 and data["status"] == "incomplete" and data["remaining"] == 8
 

@@ -16,6 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testkit import examples
+
 from openai_stub import (ScriptedServer, Step, delay, error, final, raw_tool_call, reply,
                          tool_call)
 from scriptorium.config import load_settings
@@ -174,7 +176,7 @@ def test_a_turn_with_a_newline_and_a_fake_json_line_stays_one_line_and_round_tri
         f"## Observed {recs[0].day()}"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.text())
 def test_any_turn_text_renders_as_exactly_one_line_that_decodes_to_itself(text):
     record = batch(("n1", "assistant", text or "x"))[0] if text.strip() else None

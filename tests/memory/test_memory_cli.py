@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit import Cli
+from testkit import Cli, json_error
 from scriptorium.memory.status import show, workspace_status
 from scriptorium.memory.workspace import Workspace
 
@@ -108,7 +108,7 @@ def test_show_of_something_unknown_is_a_one_line_not_found(wcli, ref):
                                  "topics/../../x.md", "/etc/passwd"])
 def test_show_never_escapes_the_workspace(wcli, ref):
     result = wcli("memory", "show", ref, "--json")
-    assert result.exit_code != 0 and result.stdout == ""
+    assert result.exit_code != 0 and json_error(result)["code"] == "INVALID_INPUT"
     assert result.stderr.count("\n") == 1
 
 

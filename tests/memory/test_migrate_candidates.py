@@ -6,6 +6,8 @@ import os
 
 from hypothesis import given, settings, strategies as st
 
+from testkit import examples
+
 from scriptorium.memory.migrate import archive_candidates
 from scriptorium.memory.sources import source_anchor
 
@@ -125,7 +127,7 @@ def test_symlinked_archive_files_are_not_read(tmp_path):
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(bodies=st.lists(_text, min_size=1, max_size=4), garbage=st.binary(max_size=80))
 def test_candidates_never_come_from_record_bodies(tmp_path_factory, bodies, garbage):
     """Whatever the bodies say, only the real frame ids (and the first legacy header) count;

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings, strategies as st
+
+from testkit import examples
 
 from scriptorium.memory.migrate import safe_prefix
 from scriptorium.memory.records import records, unwritten
@@ -92,7 +95,8 @@ def dags(draw):
     return parents, archived
 
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(40), deadline=None)
 @given(data=dags())
 def test_migration_never_hides_an_unarchived_turn(tmp_path_factory, data):
     """After marking the safe prefix, every unarchived turn on every path is still pending,

@@ -5,7 +5,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+
+from testkit import examples
 
 from scriptorium.config import load_settings
 from scriptorium.memory.records import MARK_KEY, records, unwritten
@@ -56,7 +59,8 @@ def build(store: SessionStore, ops) -> None:
                 store.rewind("s", chain[pick % len(chain)])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS, st.sets(st.integers(0, 60)))
 def test_the_lazy_pending_walk_equals_unwritten_over_the_whole_branch(ops, marked):
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,6 +82,7 @@ def test_the_lazy_pending_walk_equals_unwritten_over_the_whole_branch(ops, marke
                 [(r.node_id, r.origin, r.mark) for r in eager]
 
 
+@pytest.mark.slow
 def test_the_pending_walk_reads_only_the_backlog_on_a_long_session(tmp_path):
     store = SessionStore(tmp_path / "sessions", git=False)
     store.create_session("s")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from testkit import examples
+
 from scriptorium.errors import InvalidInput
 from scriptorium.memory.records import MARK_KEY, first_batch, records, unwritten
 
@@ -84,7 +86,7 @@ def test_the_first_batch_takes_the_oldest_turns_that_reach_the_threshold():
     assert ids(first_batch(recs, 10_000)) == ["m0", "m1", "m2", "m3"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.booleans(), max_size=30), st.integers(1, 50))
 def test_writing_oldest_batches_keeps_marks_a_prefix_and_ends_with_nothing_owed(marks, threshold):
     """Property: starting from any prefix-marked branch, repeatedly marking the first batch

@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
+
+from testkit import json_error, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -336,7 +338,8 @@ SENTENCES = ["The studio opens at nine on weekdays.", "Clay orders arrive every 
              "The large kiln is reserved for bisque firings."]
 
 
-@settings(max_examples=15, deadline=None,
+@pytest.mark.slow
+@settings(max_examples=examples(15), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(["topics/a.md", "topics/b.md"]),
                           st.integers(0, len(SENTENCES) - 1), st.integers(0, 3)),
@@ -457,5 +460,6 @@ def test_the_reorganize_command_reports_a_refusal_as_one_line(home, cli, monkeyp
     import scriptorium.memory.reorganize as mod
     monkeypatch.setattr(mod, "embedded_organizer", _dropping(4))
     result = cli("memory", "reorganize", "--json")
-    assert result.exit_code != 0 and result.stdout == ""
+    assert result.exit_code != 0
+    assert json_error(result)["code"] == "REORGANIZE_REFUSED"
     assert "refused" in result.stderr and len(result.stderr.strip().splitlines()) == 1

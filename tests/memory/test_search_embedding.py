@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testkit import examples
+
 from scriptorium.memory.search import EmbeddingUnavailable, rrf_fuse, search
 from scriptorium.memory.search import embedding as embedding_mod
 from scriptorium.memory.workspace import Workspace
@@ -67,7 +69,7 @@ def test_reciprocal_rank_fusion_sums_one_over_sixty_plus_rank():
     assert [k for k, _ in rrf_fuse([["a", "b", "c"], ["c", "a"]])] == ["a", "c", "b"]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.lists(st.integers(0, 20), unique=True, max_size=10), max_size=4))
 def test_fusion_ranks_an_item_above_another_it_beats_in_every_ranking(rankings):
     fused = [k for k, _ in rrf_fuse(rankings)]

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from testkit import examples
+
 from scriptorium.memory.search import SearchIndex, attach, search
 from scriptorium.memory.search import index as index_mod
 from scriptorium.memory.workspace import Workspace
@@ -236,7 +238,8 @@ op = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(op, min_size=1, max_size=8))
 def test_the_incremental_index_always_equals_a_fresh_rebuild(tmp_path_factory, ops):
     tmp = tmp_path_factory.mktemp("prop")

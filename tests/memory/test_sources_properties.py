@@ -5,14 +5,17 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from testkit import examples
 
 from scriptorium.memory.sources import (MARKER, SourceArchive, SourceRecord, first_legacy_header,
                                         parse_v2, read_legacy, read_text, render_v2_file,
                                         source_anchor)
 
-SETTINGS = settings(max_examples=80, deadline=None,
+SETTINGS = settings(max_examples=examples(80), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 _TRICKY_LINES = [
@@ -67,6 +70,7 @@ def test_any_record_text_survives_archive_then_parse_byte_for_byte(batch):
             assert raw.endswith(last.text.encode("utf-8", "surrogateescape") + b"\n")
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(records, min_size=1, max_size=8), st.lists(st.integers(0, 8), max_size=3))
 def test_appending_in_several_batches_equals_one_batch_and_rearchiving_changes_nothing(batch, cuts):

@@ -7,13 +7,15 @@ import re
 
 from hypothesis import given, settings, strategies as st
 
+from testkit import examples
+
 from scriptorium.memory.topics import (
     Block, Claim, Evidence, Heading, SourceLink, TopicDoc, TopicFormatError, normalize_topic,
     parse_topic, parse_topic_bytes, render_topic,
 )
 
 P = "topics/a/b.md"
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("TOPIC_EXAMPLES", "150")), deadline=None)
+SETTINGS = settings(max_examples=examples(int(__import__("os").environ.get("TOPIC_EXAMPLES", "150"))), deadline=None)
 
 
 def resolve(topic_path: str, target: str) -> str | None:

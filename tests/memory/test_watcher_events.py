@@ -198,7 +198,7 @@ class KeyWriter(EmbeddedWriter):
 
     def write(self, request):
         if not os.environ.get("SCRIPTORIUM_TEST_KEY"):
-            raise ScriptoriumError("SCRIPTORIUM_TEST_KEY is not set", code="MISSING_API_KEY",
+            raise ScriptoriumError("SCRIPTORIUM_TEST_KEY is not set", code="MODEL_AUTHENTICATION",
                                    retryable=False)
         return super().write(request)
 
@@ -209,7 +209,7 @@ def test_a_missing_api_key_is_retried_once_the_key_is_set(
     mem = memory(tmp_path, KeyWriter(), llm_api_key_env="SCRIPTORIUM_TEST_KEY")
     talk(mem, "s", ("u1", "user", "Remember the vendor contract renews in March."))
     first = watcher(mem, idle=0).run_once(now=NOW)
-    assert first.terminal[0]["failure"]["reason_code"] == "MISSING_API_KEY"
+    assert first.terminal[0]["failure"]["reason_code"] == "MODEL_AUTHENTICATION"
     assert watcher(mem, idle=0).run_once(now=NOW).considered == 0
     monkeypatch.setenv("SCRIPTORIUM_TEST_KEY", "sk-now-set")
     report = watcher(mem, idle=0).run_once(now=NOW)

@@ -13,7 +13,7 @@ import pytest
 from scriptorium.memory import catalog as catalog_mod
 from scriptorium.memory import stage as stage_mod
 from scriptorium.memory import transaction as tx_mod
-from scriptorium.memory import workspace as workspace_mod
+from scriptorium.memory import directory as directory_mod
 from scriptorium.memory.catalog import TopicCatalog
 from scriptorium.memory.citations import cited_sources
 from scriptorium.memory.search import SearchIndex, search
@@ -181,7 +181,7 @@ def test_a_write_to_a_long_topic_indexes_only_the_new_paragraph(ws):
 
 
 def test_history_is_packed_every_few_commits(ws, monkeypatch):
-    monkeypatch.setattr(workspace_mod, "PACK_EVERY", 3)
+    monkeypatch.setattr(directory_mod, "PACK_EVERY", 3)
     (ws.runtime_dir / "history-commits").write_text("0\n")
     for k in range(3):
         append_paragraph(ws, f"topics/area-{k}/t{k}.md", f"Fact {k}.", ws.ids[FILES + k])

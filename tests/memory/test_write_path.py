@@ -163,6 +163,7 @@ def test_a_restored_backup_keeps_its_marks(written_home, tmp_path):
 
 class RaisingWriter:
     name = "raising"
+    repair_attempts = 0
 
     def __init__(self, exc):
         self.exc = exc
@@ -173,6 +174,7 @@ class RaisingWriter:
 
 class RejectedWriter:
     name = "rejected"
+    repair_attempts = 0
 
     def write(self, request):
         (request.topics_dir / "bad.md").write_text("A claim with no citation at all.\n")
@@ -180,6 +182,7 @@ class RejectedWriter:
 
 class IdleWriter:
     name = "idle"
+    repair_attempts = 0
 
     def write(self, request):
         from scriptorium.memory.writers import WriterAudit

@@ -6,12 +6,14 @@ import json
 
 import pytest
 
+from testkit import json_error
+
 
 def fail(cli, *args):
     """Run a command that must fail; return (exit code, stderr)."""
     result = cli(*args, "--json")
     assert result.exit_code != 0, result.output
-    assert result.stdout == ""
+    json_error(result)
     err = result.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err
     return result.exit_code, err

@@ -6,8 +6,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from testkit import examples
 
 from scriptorium.sessions import SessionStore
 
@@ -95,7 +98,8 @@ def check(store: SessionStore) -> None:
         assert n.conversational and not n.is_summary and not n.is_runtime and not n.rewound
 
 
-@settings(max_examples=120, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(120), deadline=None)
 @given(op_lists)
 def test_any_sequence_of_operations_keeps_the_session_sound(ops):
     with tempfile.TemporaryDirectory() as tmp:

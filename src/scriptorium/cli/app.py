@@ -12,12 +12,16 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import click
 
 from ..config import Settings, load_settings, resolve_home
-from ..errors import NotFound, ScriptoriumError
+from ..errors import NotFound, ReasonCode, ScriptoriumError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..memory.writing import Memory
+    from ..sessions import SessionStore
 
 
 class App:
@@ -42,27 +46,72 @@ class App:
                 click.echo(f"warning: {warning}", err=True)
         return settings
 
-    def store(self):
+    def store(self) -> "SessionStore":
         from ..sessions import SessionStore
 
         return SessionStore(self.home / "sessions")
 
+    def memory(self, *, create: bool = True, recover: bool = True,
+               **overrides: Any) -> "Memory":
+        """The home's :class:`~scriptorium.memory.writing.Memory`, with flag overrides of the
+        settings (see :meth:`Memory.open` for ``create`` and ``recover``)."""
+        from ..memory.writing import Memory
+
+        return Memory.open(self.home, settings=self.settings(**overrides), create=create,
+                           recover=recover)
+
+
+def report_error(exc: ScriptoriumError, *, as_json: bool) -> None:
+    """One line on stderr; under ``--json`` also ``{"error": {...}}`` on stdout."""
+    if as_json:
+        click.echo(json.dumps({"error": exc.to_dict()}, ensure_ascii=False))
+    click.echo(f"error: {exc}", err=True)
+
 
 class _Group(click.Group):
-    """A group that reports library errors as one line and a non-zero exit."""
+    """A group that reports library errors as one line and the error family's exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ScriptoriumError as exc:
-            click.echo(f"error: {exc}", err=True)
+            app = ctx.find_object(App)
+            report_error(exc, as_json=bool(app and app.as_json))
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("error: interrupted", err=True)
             ctx.exit(130)
 
 
-@click.group(cls=_Group)
+class _Root(_Group):
+    """The root group: click's own usage errors become one line too (not usage + hint +
+    message), with the same JSON document under ``--json``."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            as_json = "--json" in argv
+            if as_json:
+                click.echo(json.dumps({"error": {"code": ReasonCode.INVALID_INPUT,
+                                                 "message": exc.format_message(),
+                                                 "retryable": False}}))
+            message = " ".join(exc.format_message().split())
+            where = getattr(getattr(exc, "ctx", None), "command_path", "")
+            click.echo(f"error: {where + ': ' if where else ''}{message}", err=True)
+            rv = exc.exit_code
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            rv = 1
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=_Root)
 @click.option("--home", type=click.Path(file_okay=False), default=None,
               help="Scriptorium home (default: $SCRIPTORIUM_HOME or ~/.scriptorium).")
 @click.version_option(package_name="scriptorium")
@@ -128,8 +177,3 @@ def _warnings(data: Any) -> list[str]:
             found += [f"{row.get('session_id')}: {w}" for w in row.get("warnings") or []]
     return found
 
-
-def fail(message: str, exit_code: int = 1) -> None:
-    """Exit with a one-line error (for conditions that are not library errors)."""
-    click.echo(f"error: {message}", err=True)
-    sys.exit(exit_code)

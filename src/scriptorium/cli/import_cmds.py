@@ -20,10 +20,7 @@ def import_group() -> None:
 
 
 def _run(app: App, kind: str, paths: tuple[str, ...], write: bool) -> None:
-    from ..memory.writing import Memory
-
-    mem = Memory(app.home, settings=app.settings())
-    data = mem.import_sessions(kind, list(paths) or None, write=write)
+    data = app.memory().import_sessions(kind, list(paths) or None, write=write)
 
     def human(d: dict) -> str:
         lines = []
@@ -40,9 +37,8 @@ def _run(app: App, kind: str, paths: tuple[str, ...], write: bool) -> None:
                      f"{d['nodes_added']} node(s) added to {len(d['changed_sessions'])} "
                      f"session(s)")
         for w in d.get("writes", []):
-            state = (f"FAILED {w['failure']['reason_code']}: {w['failure']['message']}"
-                     if w["failure"] else f"{len(w['marked'])} turn(s) written")
-            lines.append(f"memory {w['session_id']}: {state}")
+            if not w["failure"]:  # a failed write is reported on stderr below
+                lines.append(f"memory {w['session_id']}: {len(w['marked'])} turn(s) written")
         return "\n".join(lines)
 
     output(app, data, human)
@@ -51,7 +47,11 @@ def _run(app: App, kind: str, paths: tuple[str, ...], write: bool) -> None:
         click.echo(f"error: {len(errors)} problem(s) while importing; first: {errors[0]}",
                    err=True)
         sys.exit(4)
-    if any(w["failure"] for w in data.get("writes", [])):
+    failed = [w for w in data.get("writes", []) if w["failure"]]
+    for w in failed:
+        click.echo(f"error: {w['session_id']}: write failed: {w['failure']['reason_code']}: "
+                   f"{w['failure']['message']}", err=True)
+    if failed:
         sys.exit(1)
 
 

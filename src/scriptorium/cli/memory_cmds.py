@@ -9,13 +9,6 @@ import click
 from .app import App, command, memory, output
 
 
-def _open_workspace(app: App):
-    """The home's memory workspace, opened without laying anything out (read-only use)."""
-    from ..memory.workspace import Workspace
-
-    return Workspace.open(app.home / "memory", create=False)
-
-
 def _human_status(d: dict[str, Any]) -> str:
     c = d["counts"]
     lines = [f"workspace {d['workspace_id']}  revision {d['revision']}",
@@ -48,12 +41,8 @@ def _human_status(d: dict[str, Any]) -> str:
 def status_cmd(app: App, session_ids: tuple[str, ...]) -> None:
     """Workspace id, revision, what memory holds and, per session and live branch, what is
     still pending (read-only). Without SID: every session."""
-    from ..memory.status import memory_status
-    from ..memory.writing import Memory
-
     app.require_home()
-    memory_ = Memory(app.home, settings=app.settings(), workspace=_open_workspace(app))
-    output(app, memory_status(memory_, list(session_ids)), _human_status)
+    output(app, app.memory(create=False).status(session_ids), _human_status)
 
 
 def _human_show(d: dict[str, Any]) -> str:
@@ -70,7 +59,5 @@ def _human_show(d: dict[str, Any]) -> str:
 def show_cmd(app: App, ref: str) -> None:
     """Print a topic file (path relative to topics/ or the workspace) or one block with its
     footnotes."""
-    from ..memory.status import show
-
     app.require_home()
-    output(app, show(_open_workspace(app), ref), _human_show)
+    output(app, app.memory(create=False).show(ref), _human_show)

@@ -7,21 +7,8 @@ from typing import Any
 
 import click
 
-from ..errors import InvalidInput, NotFound, ScriptoriumError
+from ..errors import InvalidInput
 from .app import App, command, memory, output
-
-
-def _workspace(app: App, *, create: bool):
-    """The home's memory workspace, or None when there is none yet (nothing to read)."""
-    from ..memory.search import attach
-    from ..memory.workspace import Workspace
-
-    root = app.home / "memory"
-    if not create and not root.is_dir():
-        return None
-    ws = Workspace.open(root, create=create)
-    attach(ws)
-    return ws
 
 
 def _human_hits(data: dict[str, Any]) -> str:
@@ -66,23 +53,9 @@ def search_cmd(app: App, query: str, top_k: int, path_prefix: str | None, since:
                until: str | None, speaker: str | None, include_sources: bool,
                method: str, session: str | None, head: str | None) -> None:
     """Search memory for QUERY: topic claims (and, with --sources, archived turns)."""
-    from ..memory.search import search
-    from ..memory.search.query import check_arguments
-    from ..memory.provenance import BranchReader
-
-    ws = _workspace(app, create=False)
-    if ws is None:  # no memory yet: still refuse bad arguments, then report nothing found
-        check_arguments(query, top_k=top_k, path_prefix=path_prefix, since=since, until=until,
-                        speaker=speaker, include_sources=include_sources, method=method)
-        if session is not None:
-            BranchReader(app.store(), session, head)  # unknown session or tip: exit 3
-        elif head is not None:
-            raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
-        hits = []
-    else:
-        hits = search(ws, query, top_k=top_k, path_prefix=path_prefix, since=since,
-                      until=until, speaker=speaker, include_sources=include_sources,
-                      method=method, session=session, head=head, store=app.store())
+    hits = app.memory(create=False).search(
+        query, top_k=top_k, path_prefix=path_prefix, since=since, until=until, speaker=speaker,
+        include_sources=include_sources, method=method, session=session, head=head)
     output(app, {"hits": [h.to_dict() for h in hits]}, _human_hits)
 
 
@@ -90,30 +63,9 @@ def search_cmd(app: App, query: str, top_k: int, path_prefix: str | None, since:
 @click.argument("source_id")
 def follow_cmd(app: App, source_id: str) -> None:
     """Where SOURCE_ID (a source a hit cites) came from: its session and turn."""
-    from ..memory.search import follow
-    from ..memory.workspace import Workspace
-
     app.require_home()
-    root = app.home / "memory"
-    ws = Workspace(root)  # reading the archive needs no layout, lock or history
-    data = follow(ws, source_id)
-    if data["session_id"] is not None:
-        store = app.store()
-        data["in_session_store"] = False
-        if store.exists(data["session_id"]):
-            try:
-                node = store.get_node(data["session_id"], data["node_id"])
-            except ScriptoriumError:  # an unknown node is reported, not raised
-                node = None
-            if node is not None:
-                data["in_session_store"] = True
-                data["turn"] = node.to_message(data["session_id"])
-    if not data["archived"]:
-        if not data.get("in_session_store"):
-            raise NotFound(f"source {source_id} is neither in the evidence archive nor in the "
-                           f"session store")
-        data["warnings"] = [f"source {source_id} is not in the evidence archive: memory has "
-                            f"not written this turn yet"]
+    # reading the archive needs no layout, lock, history or crash recovery
+    data = app.memory(create=False, recover=False).follow(source_id)
 
     def human(d: dict[str, Any]) -> str:
         head = (f"session {d['session_id']}, turn {d['node_id']}" if d["session_id"]
@@ -132,10 +84,7 @@ def follow_cmd(app: App, source_id: str) -> None:
 def reorganize_cmd(app: App, writer: str) -> None:
     """Merge paragraphs that say the same thing (every id and citation kept). Refuses a
     result that would drop more than a quarter of the blocks."""
-    from ..memory.reorganize import reorganize
-
-    ws = _workspace(app, create=True)
-    report = reorganize(ws, writer_kind=writer, settings=app.settings(), store=app.store())
+    report = app.memory().reorganize(writer)
 
     def human(d: dict[str, Any]) -> str:
         lines = [f"reorganize ({d['writer']}): {d['status']}, {d['before_blocks']} -> "
@@ -162,7 +111,5 @@ def reorganize_cmd(app: App, writer: str) -> None:
 def context_cmd(app: App, session_id: str, head: str | None, budget: int | None) -> None:
     """The memory a model on that branch should see now, as one Markdown block: claims
     relevant to its recent turns, on-line first, alternatives labelled, each with its id."""
-    from .write_cmds import open_memory
-
-    ctx = open_memory(app).context(session_id, head, budget=budget)
+    ctx = app.memory().context(session_id, head, budget=budget)
     output(app, ctx.to_dict(), lambda d: d["markdown"].rstrip("\n"))

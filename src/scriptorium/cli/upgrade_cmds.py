@@ -48,15 +48,10 @@ def progress_display(app: App, what: str) -> Iterator[Callable[[str], None] | No
 @command(memory, "migrate")
 def migrate_cmd(app: App) -> None:
     """Move an old position-cursor installation onto node marks (safe to rerun)."""
-    from ..memory.migrate import migrate
-    from ..memory.workspace import Workspace
-    from ..memory.writing import Memory
-
     # create=False: a home without a memory workspace has nothing to migrate, so make none
-    mem = Memory(app.home, settings=app.settings(),
-                 workspace=Workspace.open(app.home / "memory", create=False))
+    mem = app.memory(create=False)
     with progress_display(app, "migrating") as progress:
-        report = migrate(mem, progress=progress)
+        report = mem.migrate(progress=progress)
     data = report.to_dict()
 
     def human(d: dict) -> str:
@@ -77,22 +72,15 @@ def migrate_cmd(app: App) -> None:
 
 
 @command(memory, "backfill")
-@click.option("--budget", type=int, default=None,
+@click.option("--budget", type=click.IntRange(min=1), default=None,
               help="Token budget of one writer batch (default 16000).")
-@click.option("--writer", type=click.Choice(["embedded", "llm"]), default=None,
+@click.option("--writer", default=None, metavar="NAME",
               help="Writer to use (default from config).")
 def backfill_cmd(app: App, budget: int | None, writer: str | None) -> None:
     """Write archived trusted sources that no topic cites (never touches sessions)."""
-    from ..memory.backfill import DEFAULT_BUDGET_TOKENS, backfill, check_budget
-    from ..memory.workspace import Workspace
-    from ..memory.writers import make_writer
-
-    budget_tokens = check_budget(DEFAULT_BUDGET_TOKENS if budget is None else budget)
-    settings = app.settings(writer_kind=writer)
-    workspace = Workspace.open(app.home / "memory")
+    mem = app.memory(writer_kind=writer)
     with progress_display(app, "backfilling") as progress:
-        report = backfill(workspace, make_writer(settings.writer_kind, settings),
-                          budget_tokens=budget_tokens, progress=progress)
+        report = mem.backfill(budget_tokens=budget, progress=progress)
     data = report.to_dict()
     output(app, data, lambda d: (
         f"{d['status']}: {d['processed']} of {d['candidates']} source(s) written, "

@@ -45,15 +45,9 @@ def verify_cmd(app: App, session_ids: tuple[str, ...], repair: bool) -> None:
     """Check that on every live branch this workspace's marks form a prefix, that every
     marked turn is archived, and list marked turns no topic cites. Read-only without
     --repair; exits non-zero while an error-level problem remains."""
-    from ..memory.verify import verify
-    from ..memory.workspace import Workspace
-    from ..memory.writing import Memory
-
-    root = app.home / "memory"
     # Without --repair nothing may change: no layout, no identity, no crash recovery.
-    workspace = Workspace.open(root, create=True) if repair else Workspace(root)
-    mem = Memory(app.home, settings=app.settings(), workspace=workspace)
-    report = verify(mem, list(session_ids) or None, repair=repair)
+    mem = app.memory(create=repair, recover=repair)
+    report = mem.verify(session_ids, repair=repair)
     output(app, report.to_dict(), _human)
     if not report.ok:
         sys.exit(1)

@@ -20,14 +20,13 @@ DEFAULT_PORT = 8765
               help="Port for --serve (0: any free port).")
 def view_cmd(app: App, session_id: str | None, out: str | None, serve: bool, port: int) -> None:
     """Draw SESSION_ID's branches and what memory holds of each, as an HTML page."""
-    from ..memory.writing import Memory
     from ..view import ViewServer, write_page
 
     if serve == (session_id is not None):
         raise InvalidInput("give a SESSION_ID to write its page, or --serve (not both)")
     if not serve and port != DEFAULT_PORT:
         raise InvalidInput("--port only applies with --serve")
-    memory = Memory(app.home)
+    memory = app.memory()
     if not serve:
         info = write_page(memory, session_id, out or f"{session_id}.html")
         output(app, info, lambda d: f"wrote {d['path']} ({d['nodes']} nodes, {d['bytes']} bytes)")

@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import sys
+from typing import Any, Callable
 
 import click
 
 from .app import App, command, memory, output
 
 
-def open_memory(app: App, **overrides):
-    """A :class:`~scriptorium.memory.writing.Memory` for the app's home and flag overrides."""
-    from ..memory.writing import Memory
-
-    return Memory(app.home, settings=app.settings(**overrides))
-
-
-def _progress(app: App, total: int):
-    """A rich progress bar on a terminal for long runs; nothing under --json or in a pipe."""
-    if app.as_json or total < 2 or not sys.stderr.isatty():
+def _progress(app: App, count: Callable[[], int]) -> tuple[Any, int] | None:
+    """A rich progress bar (and its total) on a terminal for runs of two sessions or more;
+    nothing under --json or in a pipe."""
+    if app.as_json or not sys.stderr.isatty():
         return None
+    total = count()
+    if total < 2:
+        return None
+    from rich.console import Console
     from rich.progress import Progress
 
-    return Progress(transient=True, console=None)
+    return Progress(transient=True, console=Console(stderr=True)), total
 
 
 REASONS = {"below_threshold": "below the threshold", "rejected_reply": "a rejected reply "
@@ -48,7 +47,8 @@ def pending_lines(pending: list[dict]) -> list[str]:
                    "other live branch whose pending turns reach the threshold.")
 @click.option("--trigger-tokens", type=click.IntRange(min=1), default=None,
               help="Batch size threshold in tokens (default from config: 16000).")
-@click.option("--writer", type=click.Choice(["embedded", "llm"]), default=None)
+@click.option("--writer", default=None, metavar="NAME",
+              help="A registered writer (default from config: embedded).")
 @click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for --writer llm.")
 @click.option("--llm-model", default=None, help="Model name for --writer llm.")
 def write_cmd(app: App, session_ids: tuple[str, ...], all_sessions: bool, force: bool,
@@ -59,34 +59,34 @@ def write_cmd(app: App, session_ids: tuple[str, ...], all_sessions: bool, force:
 
     if bool(session_ids) == all_sessions:
         raise InvalidInput("name one or more sessions, or pass --all (not both)")
-    mem = open_memory(app, trigger_tokens=trigger_tokens, writer_kind=writer,
-                      llm_base_url=llm_base_url, llm_model=llm_model)
-    ids = list(session_ids) if session_ids else [r["session_id"] for r in mem.store.list_sessions()]
-    for sid in session_ids:
-        if not mem.store.exists(sid):
-            from ..sessions.errors import SessionNotFound
-
-            raise SessionNotFound(f"unknown session {sid!r}")
-    bar = _progress(app, len(ids))
-    if bar is not None:
+    mem = app.memory(trigger_tokens=trigger_tokens, writer_kind=writer,
+                     llm_base_url=llm_base_url, llm_model=llm_model)
+    ids = list(session_ids) if session_ids else None
+    shown = _progress(app, lambda: len(ids) if ids else len(mem.store.list_sessions()))
+    if shown is not None:
+        bar, total = shown
         with bar:
-            task = bar.add_task("writing memory", total=len(ids))
+            task = bar.add_task("writing memory", total=total)
             results = mem.write(ids, force=force, progress=lambda _sid: bar.advance(task))
     else:
         results = mem.write(ids, force=force)
     data = {"workspace_id": mem.workspace_id, "sessions": [r.to_dict() for r in results]}
 
-    def human(d):
+    def human(d: dict[str, Any]) -> str:
         lines = []
         for row in d["sessions"]:
-            state = (f"FAILED {row['failure']['reason_code']}: {row['failure']['message']}"
-                     if row["failure"] else f"{len(row['marked'])} turn(s) written")
-            lines.append(f"{row['session_id']}: {row['batches']} batch(es), {state}")
+            lines.append(f"{row['session_id']}: {row['batches']} batch(es), "
+                         f"{len(row['marked'])} turn(s) written")
             lines += pending_lines(row.get("pending") or [])
         return "\n".join(lines) or "no sessions"
 
     output(app, data, human)
-    if any(r.failure for r in results):
+    failed = [r for r in results if r.failure]
+    for r in failed:  # the reason of a failed write is an error: stderr, in every mode
+        assert r.failure is not None
+        click.echo(f"error: {r.session_id}: write failed: {r.failure.reason_code}: "
+                   f"{r.failure.message}", err=True)
+    if failed:
         sys.exit(1)
 
 
@@ -108,23 +108,21 @@ def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float 
     import signal
     import threading
 
-    from ..memory.watcher import IdleWatcher
+    mem = app.memory(watcher_idle_seconds=idle_seconds, watcher_interval_seconds=interval)
+    watcher = mem.watcher()
 
-    mem = open_memory(app, watcher_idle_seconds=idle_seconds,
-                      watcher_interval_seconds=interval)
-    watcher = IdleWatcher(mem)
+    def show(report: Any) -> None:
+        def human(d: dict[str, Any]) -> str:
+            if not d["ran"]:
+                return "another watcher pass is running; skipped"
+            lines = report.lines()
+            return "\n".join(lines) if lines else f"considered {d['considered']}, nothing to do"
 
-    def human(d: dict) -> str:
-        if not d["ran"]:
-            return "another watcher pass is running; skipped"
-        from ..memory.watcher import PassReport
-
-        lines = PassReport(**d).lines()
-        return "\n".join(lines) if lines else f"considered {d['considered']}, nothing to do"
+        output(app, report.to_dict(), human)
 
     if once:
         report = watcher.run_once(retry_failed=retry_failed)
-        output(app, report.to_dict(), human)
+        show(report)
         sys.exit(1 if report.terminal else 0)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -132,11 +130,10 @@ def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float 
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     if retry_failed:
-        output(app, watcher.run_once(retry_failed=True).to_dict(), human)
+        show(watcher.run_once(retry_failed=True))
     click.echo(f"watching {mem.home} (idle {watcher.idle_seconds:g} s, safety-net poll every "
                f"{watcher.interval:g} s)", err=True)
     try:
-        watcher.run_forever(stop, on_report=lambda r: output(app, r.to_dict(), human),
-                            wake_fds=[wake_r])
+        watcher.run_forever(stop, on_report=show, wake_fds=[wake_r])
     except KeyboardInterrupt:
         pass

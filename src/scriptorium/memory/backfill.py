@@ -14,20 +14,20 @@ first source that is still uncited, and a second run finds nothing and changes n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..errors import InvalidInput
 from ..tokens import count_tokens
 from .citations import cited_sources
-from .progress import Step
+from .progress import Progress, Step
 from .records import Record
 from .sources import Frame, split_source_id
 from .failures import classify
-from .writers import WriteRequest, Writer, run_writer
+from .workspace import Workspace
+from .writers import WriteJob, Writer, run_writer
 
 BACKFILL_LOCK_TIMEOUT = 5.0
 DEFAULT_BUDGET_TOKENS = 16_000
-Progress = Callable[[str], None]
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Candidate:
         return self.frame.source_id
 
 
-def candidates(workspace: Any) -> list[Candidate]:
+def candidates(workspace: Workspace) -> list[Candidate]:
     """Trusted archived sources no committed topic cites, ordered by (file, line, id).
 
     ``iter_frames`` already drops legacy copies of ids that have a valid v2 frame; the first
@@ -119,16 +119,16 @@ def opening(workspace: Any, path: str) -> str:
     return frames[0].content if frames else ""
 
 
-def _write_batch(workspace: Any, writer: Writer, batch: list[Candidate],
+def _write_batch(workspace: Workspace, writer: Writer, batch: list[Candidate],
                  cited: frozenset[str]) -> None:
     """One restricted transaction for ``batch`` (see :func:`~.writers.run_writer`)."""
     refs = [c.source_id for c in batch]
     rows = [to_record(c.frame, k) for k, c in enumerate(batch)]
     run_writer(workspace, writer,
-               WriteRequest(batch=rows, stage=workspace.root, cited=cited, purpose="backfill",
-                            subject_hint=opening(workspace, batch[0].frame.path),
-                            log_dir=workspace.runtime_dir),
-               refs=refs, purpose="backfill", message=f"memory: backfill {len(refs)} source(s)")
+               WriteJob(batch=rows, cited=cited, purpose="backfill",
+                        subject_hint=opening(workspace, batch[0].frame.path),
+                        log_dir=workspace.runtime_dir),
+               refs=refs, message=f"memory: backfill {len(refs)} source(s)")
 
 
 def check_budget(budget_tokens: object) -> int:
@@ -139,17 +139,15 @@ def check_budget(budget_tokens: object) -> int:
     return budget_tokens
 
 
-def backfill(memory_or_workspace: Any, writer: Writer, *,
+def backfill(workspace: Workspace, writer: Writer, *,
              budget_tokens: int = DEFAULT_BUDGET_TOKENS,
              progress: Progress | None = None) -> BackfillReport:
     """Write every uncited trusted source, batch by batch, holding the workspace lock (5 s).
 
-    Accepts a :class:`~scriptorium.memory.writing.Memory` (only its workspace is used) or a
-    workspace. A busy lock raises ConcurrentUpdate; a failing batch ends the run with status
-    ``failed`` and installs nothing of that batch.
+    A busy lock raises ConcurrentUpdate; a failing batch ends the run with status ``failed``
+    and installs nothing of that batch. (The front door is :meth:`Memory.backfill`.)
     """
     check_budget(budget_tokens)
-    workspace = getattr(memory_or_workspace, "workspace", memory_or_workspace)
     report = BackfillReport()
     with workspace.lock(timeout=BACKFILL_LOCK_TIMEOUT):
         pending = candidates(workspace)

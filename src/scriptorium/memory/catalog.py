@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
 from ..errors import ScriptoriumError
 from ..fsutil import atomic_write_text
@@ -41,7 +41,15 @@ from .topics import TopicDoc, parse_topic_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sources import SourceArchive
-    from .workspace import Workspace
+
+
+class CatalogPlace(Protocol):
+    """Where a catalog lives: what it needs of the workspace directory (which imports this
+    module, so it is named by what it provides, not imported)."""
+
+    root: Path
+    runtime_dir: Path
+    sources: "SourceArchive"
 
 # A fingerprint this close to the moment it was taken may hide a same-tick rewrite (see the
 # module docstring); whole-second filesystems need the long window.
@@ -211,7 +219,7 @@ class TopicCatalog:
         self.parses = 0                       # files parsed so far (tests count them)
 
     @classmethod
-    def of(cls, workspace: "Workspace") -> "TopicCatalog":
+    def of(cls, workspace: CatalogPlace) -> "TopicCatalog":
         key = f"{os.getpid()}:{os.path.realpath(workspace.root)}"
         with cls._instances_lock:
             catalog = cls._instances.get(key)

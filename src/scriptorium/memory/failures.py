@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ScriptoriumError
+from ..errors import ReasonCode, ScriptoriumError
 from ..fsutil import atomic_write_json
 
 
@@ -20,7 +20,7 @@ from ..fsutil import atomic_write_json
 class Failure:
     """Why a write did not happen, and whether trying again later can help."""
 
-    reason_code: str
+    reason_code: ReasonCode
     retryable: bool
     message: str
 
@@ -34,9 +34,9 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, ScriptoriumError):
         return Failure(exc.code, exc.retryable, str(exc))
     if isinstance(exc, ValueError):
-        return Failure("WRITER_PRECONDITION_FAILED", False, str(exc) or type(exc).__name__)
+        return Failure(ReasonCode.WRITER_PRECONDITION_FAILED, False, str(exc) or type(exc).__name__)
     retryable = bool(getattr(exc, "retryable", False))
-    return Failure("WRITER_FAILURE_UNKNOWN", retryable, f"{type(exc).__name__}: {exc}")
+    return Failure(ReasonCode.WRITER_FAILURE_UNKNOWN, retryable, f"{type(exc).__name__}: {exc}")
 
 
 # -- branches that cannot make progress --------------------------------------------------------

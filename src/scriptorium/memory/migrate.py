@@ -27,11 +27,11 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInput, ScriptoriumError
+from ..errors import InvalidInput, ReasonCode, ScriptoriumError, WriteFailed
 from ..sessions.errors import NodeNotFound
-from .progress import Step
+from .progress import Progress, Step
 from .records import MARK_KEY, PROVIDER, records
 from .citations import cited_sources
 from .sources import (first_legacy_header, make_source_id, parse_v2, pct_decode, read_text,
@@ -39,16 +39,15 @@ from .sources import (first_legacy_header, make_source_id, parse_v2, pct_decode,
 
 if TYPE_CHECKING:  # pragma: no cover
     from .workspace import Workspace
-    from .writing import Memory
+    from .view import MemoryView
 
 MIGRATE_LOCK_TIMEOUT = 10.0
-Progress = Callable[[str], None]
 
 
-class MigrationError(ScriptoriumError):
+class MigrationError(WriteFailed):
     """A session's marks could not be written; ``cursors`` stays for the next attempt."""
 
-    code = "MIGRATION_FAILED"
+    code = ReasonCode.MIGRATION_FAILED
     retryable = True
 
 
@@ -214,7 +213,7 @@ def safe_prefix(store: Any, session_id: str, candidates: list[str]) -> tuple[lis
 # -- the run -------------------------------------------------------------------------------
 
 
-def migrate(memory: "Memory", progress: Progress | None = None) -> MigrationReport:
+def migrate(memory: "MemoryView", progress: Progress | None = None) -> MigrationReport:
     """Run the migration if runtime.json still has ``cursors`` (else report migrated=False).
 
     Holds the workspace lock (10 s) for the run. A session whose marker batch raises is
@@ -289,7 +288,7 @@ def _drop_cursors(workspace: "Workspace") -> None:
     workspace.save_runtime(state)
 
 
-def migrate_if_needed(memory: "Memory") -> MigrationReport | None:
+def migrate_if_needed(memory: "MemoryView") -> MigrationReport | None:
     """The write paths' hook: None (no lock taken) when there is nothing to migrate.
 
     Raises MigrationError when a session's marker write failed: pending work computed before

@@ -7,6 +7,8 @@ far along the run is, so a terminal front end can draw a real bar instead of a s
 
 from __future__ import annotations
 
+from typing import Callable
+
 
 class Step(str):
     """A progress message with ``done`` of ``total`` units (total may grow, never shrinks)."""
@@ -18,3 +20,7 @@ class Step(str):
         step = super().__new__(cls, text)
         step.done, step.total = done, total
         return step
+
+
+# What long runs report progress through: plain text, or a Step that also measures.
+Progress = Callable[[str], None]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from ..errors import CorruptFile, NotFound, ScriptoriumError
+from ..errors import CorruptFile, NotFound, ReasonCode, ScriptoriumError
 from ..sessions import SessionStore
 from ..sessions.lines import Divergence, Line
 from .records import PROVIDER
@@ -31,7 +31,7 @@ ELSEWHERE = "elsewhere"
 class BranchUnavailable(CorruptFile):
     """The session's DAG cannot be walked, so no claim can be placed on or off its lines."""
 
-    code = "BRANCH_UNAVAILABLE"
+    code = ReasonCode.BRANCH_UNAVAILABLE
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InvalidInput
 from ..redact import redact
+from ..sessions.kinds import is_runtime, is_spawn_root, message_is_summary
 from ..tokens import count_tokens
+from .sources import SourceRecord
 from .sources.ids import normalize_speaker, speaker_label
 
 MARK_KEY = "memory_written_scriptorium"
 PROVIDER = "openprogram"  # provider name of session turns, kept for compatibility
-RUNTIME_SOURCES = frozenset({"job_followup", "merge_turn"})
 _ROLES = frozenset({"user", "assistant"})
 
 
@@ -98,21 +99,11 @@ def message_text(content: Any) -> str:
     return ""
 
 
-def is_runtime_turn(message: Mapping[str, Any]) -> bool:
-    """A turn the runtime wrote to itself (sub-agent notices, merge prompts)."""
-    return message.get("display") == "runtime" or message.get("source") in RUNTIME_SOURCES
-
-
-def is_summary(message: Mapping[str, Any]) -> bool:
-    """A compaction summary: it restates turns memory takes from their own nodes."""
-    return "covers_ids" in message or message.get("compaction") is True
-
-
 def is_record(message: Mapping[str, Any]) -> bool:
     """Does memory record this message? User/assistant turns with text, minus runtime turns,
     compaction summaries and the root."""
     return (message.get("role") in _ROLES and message.get("display") != "root"
-            and not is_runtime_turn(message) and not is_summary(message)
+            and not is_runtime(message) and not message_is_summary(message)
             and bool(message_text(message.get("content")).strip()))
 
 
@@ -158,7 +149,7 @@ def _text_field(value: Any) -> str:
 
 
 def _origin(message: Mapping[str, Any], in_sub_agent: bool) -> str:
-    if message.get("spawn_branch_root") is True or message.get("source") == "agent_spawn":
+    if is_spawn_root(message):
         return "spawn"
     if in_sub_agent:
         return "sub-agent"
@@ -197,3 +188,12 @@ def first_batch(pending: Sequence[Record], trigger_tokens: int) -> list[Record]:
 
 def total_tokens(recs: Iterable[Record]) -> int:
     return sum(r.tokens for r in recs)
+
+
+def to_source_record(record: Record) -> SourceRecord:
+    """The evidence a write archives for ``record`` (provider ``openprogram``, as the
+    reference names session turns)."""
+    return SourceRecord(provider="openprogram", thread=record.session_id,
+                        message=record.node_id, role=record.role, content=record.content,
+                        timestamp=record.iso_time(), speaker_id=record.speaker_id,
+                        speaker_display=record.speaker_display)

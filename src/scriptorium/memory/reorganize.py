@@ -28,15 +28,18 @@ import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import Settings
-from ..errors import InvalidInput, ScriptoriumError
+from ..errors import InvalidInput, ReasonCode, WriteFailed
 from .duplicates import (JACCARD_MIN, RATIO_MIN, Exclusive, _Entry, _guards, find_duplicates,
                          same_thing, tokens)
 from .provenance import LineOracle
 from .topics import (Block, Evidence, SourceLink, TopicDoc, TopicFormatError,
                      parse_topic, prune_sections, render_topic, repoint_block_links)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .workspace import Workspace
 
 LOCK_TIMEOUT = 5.0
 MAX_DROP_SHARE = 0.25
@@ -47,10 +50,10 @@ __all__ = ["ReorganizeRefused", "ReorganizeReport", "Organized", "reorganize", "
            "merge_duplicates", "find_duplicates"]
 
 
-class ReorganizeRefused(ScriptoriumError):
+class ReorganizeRefused(WriteFailed):
     """The reorganized topics would lose too many blocks; nothing was installed."""
 
-    code = "REORGANIZE_REFUSED"
+    code = ReasonCode.REORGANIZE_REFUSED
 
 
 @dataclass
@@ -417,7 +420,7 @@ def _session_store(workspace: Any) -> Any:
     return SessionStore(sessions) if sessions.is_dir() else None
 
 
-def reorganize(workspace: Any, writer_kind: str = "embedded", settings: Settings | None = None,
+def reorganize(workspace: "Workspace", writer_kind: str = "embedded", settings: Settings | None = None,
                *, organizer: Organizer | None = None, lock_timeout: float = LOCK_TIMEOUT,
                store: Any = None) -> ReorganizeReport:
     """Merge paragraphs that say the same thing, through one transaction.

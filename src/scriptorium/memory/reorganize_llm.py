@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from .writers.base import WriteRequest
 from .writers.llm import LLMWriter
@@ -46,8 +46,6 @@ When you are done, reply with one short sentence saying what you changed."""
 @dataclass
 class LLMOrganizer(LLMWriter):
     """The llm writer with a reorganize task instead of a batch of turns."""
-
-    name: ClassVar[str] = "llm"
 
     def organize(self, stage: Path, log_dir: Path | None = None) -> str:
         """Run the model over ``stage``; returns its audit summary. Raises like the writer

@@ -39,7 +39,7 @@ from ..fsutil import atomic_write_json
 from .catalog import RACY_FINE_NS, Fingerprint, TopicCatalog, fingerprint, sha256
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .workspace import Workspace
+    from .directory import WorkspaceDir
 
 # The mtime every staged file is given: a writer's edit can only move it to "now".
 SENTINEL_NS = 1_000_000_000
@@ -154,7 +154,7 @@ class Stage:
             else:
                 self.put(rel, data)
 
-    def sync(self, workspace: "Workspace", catalog: TopicCatalog) -> None:
+    def sync(self, workspace: "WorkspaceDir", catalog: TopicCatalog) -> None:
         """Bring the stage to the committed state the catalog describes, copying only what
         differs (and anything a stray hand changed in the stage since we left it)."""
         self.copied = 0
@@ -198,11 +198,11 @@ _POOL: dict[str, Stage] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def _key(workspace: "Workspace") -> str:
+def _key(workspace: "WorkspaceDir") -> str:
     return f"{os.getpid()}:{os.path.realpath(workspace.runtime_dir)}"
 
 
-def checkout(workspace: "Workspace", catalog: TopicCatalog) -> Stage:
+def checkout(workspace: "WorkspaceDir", catalog: TopicCatalog) -> Stage:
     """A stage holding the committed topics (caller holds the write lock): the parked one
     brought up to date, else a new one filled with a full copy."""
     with _POOL_LOCK:
@@ -224,7 +224,7 @@ def checkout(workspace: "Workspace", catalog: TopicCatalog) -> Stage:
     return stage
 
 
-def park(workspace: "Workspace", stage: Stage) -> bool:
+def park(workspace: "WorkspaceDir", stage: Stage) -> bool:
     """Keep ``stage`` for the next transaction of this process; False if one is parked
     already (the caller removes this one)."""
     with _POOL_LOCK:

@@ -8,12 +8,16 @@ run to find out what is wrong.
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, NotFound, ScriptoriumError
 from ..fsutil import regular_files, safe_join
 from .topics import BLOCK_ID_RE, Block, Evidence, TopicDoc, render_block, render_evidence
+from .migrate import has_cursors
 from .workspace import Workspace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .view import MemoryView
 
 
 def source_files(ws: Workspace) -> list[str]:
@@ -112,15 +116,13 @@ def show(ws: Workspace, ref: str) -> dict[str, Any]:
     raise NotFound(f"no topic file or block named {ref!r} in {ws.root}")
 
 
-def memory_status(memory: Any, session_ids: list[str] | None = None) -> dict[str, Any]:
+def memory_status(memory: "MemoryView", session_ids: list[str] | None = None) -> dict[str, Any]:
     """``memory status``: the workspace view plus, per session and live branch, the tip and
     what it still owes (turns, tokens, ids). Read-only: no migration, no mark, no write.
 
     ``migration_pending`` says the workspace still carries legacy position cursors: until the
     first write (or ``memory migrate``) runs, whole sessions show as pending.
     """
-    from .migrate import has_cursors
-
     data = workspace_status(memory.workspace)
     ids = session_ids if session_ids else [r["session_id"] for r in memory.store.list_sessions()]
     for sid in ids:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Union
 from urllib.parse import unquote
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, ReasonCode
 
 __all__ = [
     "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "TopicDoc",
@@ -58,7 +58,7 @@ _WS_BEFORE_CITATION_RE = re.compile(r"\s+(?=\[\^)")
 class TopicFormatError(InvalidInput):
     """A topic file breaks the format; the message is ``path:line: what``."""
 
-    code = "INVALID_TOPIC_FORMAT"
+    code = ReasonCode.INVALID_TOPIC_FORMAT
 
     def __init__(self, path: str, line: int, what: str):
         super().__init__(f"{path}:{line}: {what}")

@@ -31,67 +31,55 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from ..errors import CorruptFile, ScriptoriumError
+from ..errors import ConcurrentUpdate, CorruptFile, ReasonCode, ScriptoriumError, WriteFailed
 from ..faults import fault_point
 from ..fsutil import atomic_write_json, fsync_dir, safe_join
 from .catalog import TopicCatalog
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import PARKED_PREFIX, StageError, checkout, park
+from .directory import TransactionResult
 from .topics import (
     TopicDoc, TopicFormatError, normalize_topic, parse_topic, parse_topic_bytes,
     repoint_block_links, validate_tree,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .workspace import Workspace
+    from .directory import WorkspaceDir
 
 # Purposes whose writer may delete blocks (a hand edit may not).
 DELETING_PURPOSES = frozenset({"write", "reorganize", "backfill"})
 JOURNAL_VERSION = 1
 
 
-class TransactionError(ScriptoriumError):
-    """A rejected commit. ``code`` says why; only CONCURRENT_UPDATE is worth retrying."""
+class TransactionError(WriteFailed):
+    """A rejected commit. ``code`` says why; only CONCURRENT_UPDATE is worth retrying, and a
+    TransactionError with that code is constructed as a :class:`StaleTransaction`, which is
+    also a :class:`~scriptorium.errors.ConcurrentUpdate` (exit 5, retryable)."""
 
-    code = "COMMIT_REJECTED"
+    code = ReasonCode.COMMIT_REJECTED
 
-    def __init__(self, message: str, *, code: str | None = None, retryable: bool | None = None):
-        code = code or self.code
+    def __new__(cls, message: str, *, code: ReasonCode | str | None = None,
+                retryable: bool | None = None) -> "TransactionError":
+        if code == ReasonCode.CONCURRENT_UPDATE and not issubclass(cls, ConcurrentUpdate):
+            cls = StaleTransaction
+        return super().__new__(cls, message)
+
+    def __init__(self, message: str, *, code: ReasonCode | str | None = None,
+                 retryable: bool | None = None) -> None:
+        code = ReasonCode(code or self.code)
         if retryable is None:
-            retryable = code == "CONCURRENT_UPDATE"
+            retryable = code == ReasonCode.CONCURRENT_UPDATE
         super().__init__(message, code=code, retryable=retryable)
 
-    @property
-    def exit_code(self) -> int:  # type: ignore[override]
-        return 5 if self.code == "CONCURRENT_UPDATE" else 2
 
+class StaleTransaction(ConcurrentUpdate, TransactionError):
+    """The workspace changed under the transaction: retrying on a fresh stage may work."""
 
-@dataclass
-class TransactionResult:
-    changed_files: list[str] = field(default_factory=list)   # "topics/…", sorted
-    created_blocks: list[str] = field(default_factory=list)
-    removed_blocks: list[str] = field(default_factory=list)
-    commit: str | None = None
-    warnings: list[str] = field(default_factory=list)        # a failed hook or git commit
-    workspace: "Workspace | None" = field(default=None, repr=False, compare=False)
-    _revision: str | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def revision(self) -> str:
-        """The workspace revision after this transaction. It hashes every memory file, so it
-        is computed when first asked for, not on every write."""
-        if self._revision is None:
-            self._revision = self.workspace.revision() if self.workspace is not None else ""
-        return self._revision
-
-    def to_dict(self) -> dict:
-        return {"changed_files": self.changed_files, "created_blocks": self.created_blocks,
-                "removed_blocks": self.removed_blocks, "revision": self.revision,
-                "commit": self.commit, "warnings": self.warnings}
+    code = ReasonCode.CONCURRENT_UPDATE
+    retryable = True
 
 
 # -- fault injection ------------------------------------------------------------------------------
@@ -102,7 +90,7 @@ class TransactionResult:
 class Transaction:
     """A stage of topics/ and the commit that installs it (see the module docstring)."""
 
-    def __init__(self, workspace: "Workspace", allowed_sources: Iterable[str] = (),
+    def __init__(self, workspace: "WorkspaceDir", allowed_sources: Iterable[str] = (),
                  purpose: str = "write", own_blocks: Iterable[str] = ()):
         self.workspace = workspace
         self.allowed_sources = frozenset(allowed_sources)
@@ -112,7 +100,7 @@ class Transaction:
         self.closed = False
         self._settled = False
         with workspace.lock():
-            workspace.recover()
+            recover_install(workspace)
             workspace.ensure_git()  # damaged history: the install's commit will warn
             self.catalog = TopicCatalog.of(workspace).refresh()
             self.base = workspace.snapshot()
@@ -162,7 +150,7 @@ class Transaction:
                 if ws.moved_since(self.base):
                     raise TransactionError("workspace changed while the writer was running "
                                            "(revision moved); retry on a fresh stage",
-                                           code="CONCURRENT_UPDATE")
+                                           code=ReasonCode.CONCURRENT_UPDATE)
                 plan = _Plan(self)
                 plan.build()
                 if not plan.writes:
@@ -264,7 +252,7 @@ class _Plan:
         try:
             changes = tx._stage.changes()
         except StageError as exc:
-            raise TransactionError(str(exc), code="READ_ONLY_PATH") from None
+            raise TransactionError(str(exc), code=ReasonCode.READ_ONLY_PATH) from None
         committed_ids = catalog.ids()
         resolve = self._make_resolver()
         arch = ws.sources
@@ -277,7 +265,7 @@ class _Plan:
                 continue
             if not rel.endswith(".md"):
                 raise TransactionError(f"{rel}: topics/ holds only .md topic files",
-                                       code="READ_ONLY_PATH")
+                                       code=ReasonCode.READ_ONLY_PATH)
             touched.add(rel)
             if new is None:
                 final[rel] = None
@@ -286,7 +274,7 @@ class _Plan:
                 text = new.decode("utf-8")
             except UnicodeDecodeError:
                 raise TransactionError(f"{rel}: not valid UTF-8",
-                                       code="INVALID_TOPIC_FORMAT") from None
+                                       code=ReasonCode.INVALID_TOPIC_FORMAT) from None
             out = normalize_topic(text, rel, committed_ids=committed_ids, resolve=resolve,
                                   link_for=arch.canonical_link, taken_ids=taken)
             final[rel] = out.encode("utf-8") if out else None
@@ -323,7 +311,7 @@ class _Plan:
                         where[i] = rel
             self._validate(docs, touched, where_now)
         except TopicFormatError as exc:
-            raise TransactionError(str(exc), code="INVALID_TOPIC_FORMAT") from None
+            raise TransactionError(str(exc), code=ReasonCode.INVALID_TOPIC_FORMAT) from None
 
         # what the touched files held, paragraph by paragraph (for the foreign-citation rule)
         before = [BlockCites(tuple(b.ids), frozenset(b.refs)) for rel in sorted(touched)
@@ -347,10 +335,10 @@ class _Plan:
                     if frame is None or not frame.trusted:
                         raise TransactionError(f"{where_}: source {ref} is not trusted evidence "
                                                "(pending sources may not be cited)",
-                                               code="NOT_EVIDENCE")
+                                               code=ReasonCode.NOT_EVIDENCE)
                     if ref not in tx.allowed_sources:
                         raise TransactionError(f"{where_}: source reference {ref} is not "
-                                               "evidence of this transaction", code="NOT_EVIDENCE")
+                                               "evidence of this transaction", code=ReasonCode.NOT_EVIDENCE)
 
         if tx.purpose in BATCH_PURPOSES:
             foreign = taken_citations(before, after, batch=tx.allowed_sources,
@@ -359,7 +347,7 @@ class _Plan:
                 raise TransactionError(
                     f"{'; '.join(foreign)}: a write may only remove or change paragraphs that "
                     "cite its own batch; keep the others with their ^id and citations",
-                    code="FOREIGN_CITATION_REMOVED")
+                    code=ReasonCode.FOREIGN_CITATION_REMOVED)
 
         new_ids = {i for d in docs.values() for b in d.blocks for i in b.ids}
 
@@ -399,7 +387,7 @@ class _Plan:
                     if strict:
                         raise TransactionError(
                             f"{doc.path}:{ev.line}: source [{link.label}]({link.target}) of "
-                            f"[^{fid}] is not in the archive", code="MISSING_SOURCE")
+                            f"[^{fid}] is not in the archive", code=ReasonCode.MISSING_SOURCE)
                     continue
                 if ref not in out:
                     out.append(ref)
@@ -469,7 +457,7 @@ class _Plan:
 # -- the journaled install ---------------------------------------------------------------------------
 
 
-def _journal_dir(ws: "Workspace") -> str | None:
+def _journal_dir(ws: "WorkspaceDir") -> str | None:
     try:
         journal = json.loads(ws.journal_path.read_text(encoding="utf-8"))
         return str(journal["dir"])
@@ -477,18 +465,18 @@ def _journal_dir(ws: "Workspace") -> str | None:
         return None
 
 
-def _allowed_rel(ws: "Workspace", rel: str) -> bool:
+def _allowed_rel(ws: "WorkspaceDir", rel: str) -> bool:
     return rel.startswith("topics/") or rel == f"{ws.runtime_name}/runtime.json"
 
 
-def install_files(ws: "Workspace", txdir: Path, tx_id: str, writes: dict[str, bytes | None]) -> None:
+def install_files(ws: "WorkspaceDir", txdir: Path, tx_id: str, writes: dict[str, bytes | None]) -> None:
     """Replace ``writes`` in the workspace whole or not at all (caller holds the lock)."""
     new_dir, backup_dir = txdir / "new", txdir / "backup"
     entries = []
     for rel in sorted(writes):
         if not _allowed_rel(ws, rel):
             raise TransactionError(f"{rel}: not a path a transaction installs",
-                                   code="READ_ONLY_PATH")
+                                   code=ReasonCode.READ_ONLY_PATH)
         data = writes[rel]
         target = safe_join(ws.root, rel)
         if data is not None:
@@ -538,7 +526,7 @@ def install_files(ws: "Workspace", txdir: Path, tx_id: str, writes: dict[str, by
     # before that commit is finished, history included, by the next lock holder.
 
 
-def _prune_empty_dirs(ws: "Workspace", rels: Iterable[str]) -> None:
+def _prune_empty_dirs(ws: "WorkspaceDir", rels: Iterable[str]) -> None:
     """Remove directories under topics/ left empty by deleted or rolled-back files."""
     topics = ws.topics_dir.resolve()
     for rel in rels:
@@ -551,7 +539,7 @@ def _prune_empty_dirs(ws: "Workspace", rels: Iterable[str]) -> None:
             parent = parent.parent
 
 
-def _roll_back(ws: "Workspace", txdir: Path, entries: list[dict]) -> None:
+def _roll_back(ws: "WorkspaceDir", txdir: Path, entries: list[dict]) -> None:
     backup_dir = txdir / "backup"
     for entry in reversed(entries):
         target = ws.root / entry["path"]
@@ -571,19 +559,19 @@ def _roll_back(ws: "Workspace", txdir: Path, entries: list[dict]) -> None:
     shutil.rmtree(backup_dir, ignore_errors=True)
 
 
-def _finish(ws: "Workspace", txdir: Path, entries: list[dict]) -> None:
+def _finish(ws: "WorkspaceDir", txdir: Path, entries: list[dict]) -> None:
     shutil.rmtree(txdir / "backup", ignore_errors=True)
     shutil.rmtree(txdir / "new", ignore_errors=True)
     _prune_empty_dirs(ws, [e["path"] for e in entries if e["op"] == "delete"])
 
 
-def done_install(ws: "Workspace") -> None:
+def done_install(ws: "WorkspaceDir") -> None:
     """Retire the journal once the install is committed to git."""
     ws.journal_path.unlink(missing_ok=True)
     fsync_dir(ws.runtime_dir)
 
 
-def recover_install(ws: "Workspace") -> str | None:
+def recover_install(ws: "WorkspaceDir") -> str | None:
     """After a crash: a committed install is finished (and committed to git), a prepared one
     is rolled back. Caller holds the write lock. Returns "finished", "rolled back" or None."""
     path = ws.journal_path
@@ -634,7 +622,7 @@ def _pid_alive(pid: object) -> bool:
     return True
 
 
-def _clean_abandoned(ws: "Workspace") -> None:
+def _clean_abandoned(ws: "WorkspaceDir") -> None:
     """Remove stage directories whose process died (no journal names them any more)."""
     try:
         names = [n for n in os.listdir(ws.runtime_dir) if n.startswith(("tx-", PARKED_PREFIX))]

@@ -57,7 +57,7 @@ from .verify_archive import archive_findings, repair_archive
 
 if TYPE_CHECKING:  # pragma: no cover
     from .workspace import Workspace
-    from .writing import Memory
+    from .view import MemoryView
 
 VERIFY_LOCK_TIMEOUT = 10.0
 INFO_KINDS = frozenset({"marked_not_cited"})
@@ -189,7 +189,7 @@ class _SessionView:
     problems: list[Problem]
 
 
-def _check_session(memory: "Memory", sid: str, ws_id: str | None, cited: set[str],
+def _check_session(memory: "MemoryView", sid: str, ws_id: str | None, cited: set[str],
                    *, count: VerifyReport | None = None) -> _SessionView:
     view = _SessionView({}, [])
     try:
@@ -254,7 +254,7 @@ def _check_session(memory: "Memory", sid: str, ws_id: str | None, cited: set[str
     return view
 
 
-def _check(memory: "Memory", ids: list[str], ws_id: str | None) -> tuple[VerifyReport, dict]:
+def _check(memory: "MemoryView", ids: list[str], ws_id: str | None) -> tuple[VerifyReport, dict]:
     ws = memory.workspace
     report = VerifyReport(workspace_id=ws_id)
     if ws.journal_path.exists():
@@ -296,7 +296,7 @@ def _find_lost_citations(ws: "Workspace", problems: list[Problem]) -> None:
                               "--repair offers the turn again")
 
 
-def _session_ids(memory: "Memory", session_ids: Iterable[str] | None) -> list[str]:
+def _session_ids(memory: "MemoryView", session_ids: Iterable[str] | None) -> list[str]:
     if session_ids is None:
         return sorted(row["session_id"] for row in memory.store.list_sessions())
     ids = list(session_ids)
@@ -306,7 +306,7 @@ def _session_ids(memory: "Memory", session_ids: Iterable[str] | None) -> list[st
     return ids
 
 
-def verify(memory: "Memory", session_ids: Iterable[str] | None = None, *,
+def verify(memory: "MemoryView", session_ids: Iterable[str] | None = None, *,
            repair: bool = False, lock_timeout: float = VERIFY_LOCK_TIMEOUT) -> VerifyReport:
     """Check every live branch of ``session_ids`` (default: every session); see the module
     docstring for the problem kinds. With ``repair``: finish an interrupted install and take

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import ScriptoriumError
 from .sources import source_anchor
-from .writing import Memory, to_source_record
+from .records import to_source_record
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .view import MemoryView
     from .workspace import Workspace
 
 KEEP_DIR = "damaged-sources"
@@ -51,7 +52,7 @@ def _unresolved(ws: "Workspace") -> Iterable[tuple[str, int, str, str]]:
                     yield doc.path, ev.line, ev.fid, link.target
 
 
-def repair_archive(memory: Memory, session_ids: list[str], now: float) -> list[dict[str, Any]]:
+def repair_archive(memory: "MemoryView", session_ids: list[str], now: float) -> list[dict[str, Any]]:
     """Cut damaged files back to their valid prefix and re-archive cited turns the archive
     lost (see the module docstring). Caller holds the workspace write lock."""
     ws = memory.workspace

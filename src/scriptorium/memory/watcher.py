@@ -37,8 +37,9 @@ from ..errors import ConcurrentUpdate, ScriptoriumError
 from ..fsutil import FileLock, atomic_write_json
 from ..sessions.events import HeadMove, LogReader, Waker
 from .failures import Failure, classify
+from .results import SessionResult
 from .side_branches import REJECTED_REPLY
-from .writing import Memory, SessionResult
+from .view import MemoryView
 
 STATE_FILE = "session-end.json"
 LOCK_FILE = "session-end.lock"
@@ -85,7 +86,7 @@ class PassReport:
         return out
 
 
-def config_fingerprint(memory: Memory) -> str:
+def config_fingerprint(memory: MemoryView) -> str:
     """What a terminal failure depends on: the settings, the writer, and whether the model key
     is set (its hash, never the key). A change means a failed session deserves another try."""
     settings = dataclasses.asdict(memory.settings)
@@ -100,7 +101,7 @@ def config_fingerprint(memory: Memory) -> str:
 class IdleWatcher:
     """Writes the sessions of ``memory`` as they are told to move and go quiet."""
 
-    def __init__(self, memory: Memory, *, idle_seconds: float | None = None,
+    def __init__(self, memory: MemoryView, *, idle_seconds: float | None = None,
                  interval_seconds: float | None = None, tick_seconds: float = TICK_SECONDS,
                  clock: Callable[[], float] = time.time):
         self.memory = memory

@@ -16,81 +16,46 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..config import Settings, load_settings, resolve_home
-from ..errors import ScriptoriumError
+from ..errors import InvalidInput, NotFound, ReasonCode, ScriptoriumError
 from ..faults import fault_point
 from ..redact import redact
-from ..timefmt import epoch as _epoch
 from ..sessions import SessionStore
+from ..sessions.errors import SessionNotFound
+from ..sessions.kinds import is_spawn_root
 from ..sessions.node import ROOT
-from . import search
+from ..timefmt import epoch as _epoch
 from .citations import cited_sources
 from .failures import BlockedBranches, Failure, classify
+from .migrate import migrate_if_needed
+from .progress import Progress
 from .records import (MARK_KEY, PROVIDER, Record, first_batch, is_record, message_text, records,
-                      total_tokens)
+                      to_source_record, total_tokens)
 from .side_branches import (ARCHIVED, AT_BOUNDARY, BELOW_THRESHOLD, FAILURE, PendingBranch,
                             side_branch_due)
-from .sources import SourceRecord
+from .results import SessionResult, StepResult
+from .search import Hit, attach
 from .workspace import Workspace
-from .writers import WriteRequest, Writer, make_writer, run_writer
+from .writers import WriteJob, Writer, make_writer, run_writer
+
+if TYPE_CHECKING:  # pragma: no cover - upkeep modules load on first use: a light import
+    from .backfill import BackfillReport
+    from .migrate import MigrationReport
+    from .reorganize import ReorganizeReport
+    from .verify import VerifyReport
+    from .watcher import IdleWatcher, PassReport
+
+__all__ = ["Memory", "SessionResult", "StepResult", "to_source_record"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import MemoryContext
 
 WRITE_LOCK_TIMEOUT = 1.0
-
-
-@dataclass
-class StepResult:
-    """One batch handed to the writer."""
-
-    batch: list[Record]
-    tip: str | None = None  # the branch tip whose walk offered this batch
-    marked: list[str] = field(default_factory=list)
-    changed_files: list[str] = field(default_factory=list)
-    created_blocks: list[str] = field(default_factory=list)
-    failure: Failure | None = None
-    note: str = ""
-    warnings: list[str] = field(default_factory=list)  # e.g. the history was not committed
-
-
-@dataclass
-class SessionResult:
-    """What one session's write did: batches tried, nodes marked, the failure if any."""
-
-    session_id: str
-    steps: list[StepResult] = field(default_factory=list)
-    failure: Failure | None = None
-    note: str = ""
-    # what the session still owes after the write (filled by Memory.write), and why
-    pending: list[PendingBranch] | None = None
-
-    @property
-    def marked(self) -> list[str]:
-        return [node for step in self.steps for node in step.marked]
-
-    @property
-    def changed_files(self) -> list[str]:
-        return sorted({f for step in self.steps for f in step.changed_files})
-
-    @property
-    def warnings(self) -> list[str]:
-        return list(dict.fromkeys(w for step in self.steps for w in step.warnings))
-
-    def to_dict(self) -> dict[str, Any]:
-        warnings = self.warnings
-        return {"session_id": self.session_id, "batches": len(self.steps),
-                "marked": self.marked, "changed_files": self.changed_files,
-                "failure": self.failure.to_dict() if self.failure else None,
-                **({"note": self.note} if self.note else {}),
-                **({"warnings": warnings} if warnings else {}),
-                **({"pending": [p.to_dict() for p in self.pending]}
-                   if self.pending is not None else {})}
 
 
 class Memory:
@@ -99,17 +64,35 @@ class Memory:
     ``Memory(home)`` opens ``home/sessions`` and ``home/memory`` (home: the argument, else
     ``$SCRIPTORIUM_HOME``, else ``~/.scriptorium``; ``~`` is expanded). Pass ``writer`` to use your
     own :class:`~scriptorium.memory.writers.Writer`; by default the configured kind is used.
+
+    Every operation is a method here (write, status, search, follow, show, migrate, backfill,
+    reorganize, verify, watch); the CLI calls each once and holds no logic of its own.
     """
+
+    @classmethod
+    def open(cls, home: Path | str | None = None, *, settings: Settings | None = None,
+             writer: Writer | None = None, create: bool = True,
+             recover: bool = True) -> "Memory":
+        """Memory for ``home``. ``create=False`` opens without laying out a workspace that is
+        not there (reading never creates one); ``recover=False`` also leaves an interrupted
+        install alone, so nothing at all changes on disk (a read-only check)."""
+        home_path = resolve_home(home)
+        root = home_path / "memory"
+        if create:
+            workspace = Workspace.open(root, create=True)
+        else:
+            workspace = Workspace.open(root, create=False) if recover else Workspace(root)
+        return cls(home_path, settings=settings, writer=writer, workspace=workspace)
 
     def __init__(self, home: Path | str | None = None, *, settings: Settings | None = None,
                  writer: Writer | None = None, store: SessionStore | None = None,
                  workspace: Workspace | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time) -> None:
         self.home = resolve_home(home)  # as the CLI: argument, $SCRIPTORIUM_HOME, ~/.scriptorium
         self.settings = settings or load_settings(self.home)
         self.store = store or SessionStore(self.home / "sessions")
         self.workspace = workspace or Workspace.open(self.home / "memory")
-        search.attach(self.workspace)  # the search index is updated inside every install
+        attach(self.workspace)  # the search index is updated inside every install
         self.blocked = BlockedBranches(self.workspace.runtime_dir)
         self._writer = writer
         self.clock = clock
@@ -138,13 +121,13 @@ class Memory:
         """
         workspace_id = self.workspace_id
 
-        def written(message: dict) -> bool:
+        def written(message: dict[str, Any]) -> bool:
             return message.get(MARK_KEY) == workspace_id and is_record(message)
 
         tail, root = self.store.branch_tail(session_id, tip, stop=written)
-        spawned = bool(root) and not root.get("rewound") and (
-            root.get("spawn_branch_root") is True or root.get("source") == "agent_spawn")
-        in_sub_agent = spawned and (not tail or tail[0].get("id") != root.get("id"))
+        spawned = root is not None and not root.get("rewound") and is_spawn_root(root)
+        in_sub_agent = spawned and root is not None and (
+            not tail or tail[0].get("id") != root.get("id"))
         return records(session_id, tail, in_sub_agent=in_sub_agent)
 
     def live_tips(self, session_id: str) -> list[str | None]:
@@ -173,8 +156,7 @@ class Memory:
                     self._reported(session_id, tip, step):
                 stranded, opening = self._would_strand(session_id, batch)
                 if stranded:
-                    step.failure = Failure(
-                        "STALE_BATCH", True,
+                    step.failure = Failure(ReasonCode.STALE_BATCH, True,
                         f"session {session_id}: marking this batch would strand "
                         f"{len(stranded)} unwritten turn(s) before it (from {stranded[0]}); "
                         f"the branch changed since the batch was taken")
@@ -187,19 +169,17 @@ class Memory:
                 line, side_branch = self._line_of(session_id, batch, tip)
                 result, audit = run_writer(
                     self.workspace, self.writer,
-                    WriteRequest(batch=list(batch), stage=self.workspace.root,
-                                 cited=frozenset(cited), session_title=title,
-                                 subject_hint=opening, line=line, side_branch=side_branch,
-                                 log_dir=self.workspace.runtime_dir),
-                    refs=refs, purpose="write", own_blocks=own_blocks,
+                    WriteJob(batch=list(batch), cited=frozenset(cited), session_title=title,
+                             subject_hint=opening, line=line, side_branch=side_branch,
+                             log_dir=self.workspace.runtime_dir),
+                    refs=refs, own_blocks=own_blocks,
                     message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)
                 step.warnings = list(result.warnings)
                 step.created_blocks = list(result.created_blocks)
                 if not step.changed_files:
                     if not all(ref in cited for ref in refs):
-                        step.failure = Failure(
-                            "WRITER_NO_PROGRESS", False,
+                        step.failure = Failure(ReasonCode.WRITER_NO_PROGRESS, False,
                             f"the {self.writer.name} writer changed no topic file "
                             f"({audit.summary or 'no reason given'})")
                         return step
@@ -255,9 +235,9 @@ class Memory:
         verify reports — does not hold every later write back.
         """
         in_batch = {r.node_id for r in batch}
-        before: list[dict] = []
+        before: list[dict[str, Any]] = []
 
-        def stop(message: dict) -> bool:
+        def stop(message: dict[str, Any]) -> bool:
             if message.get("id") not in in_batch and is_record(message):
                 before.append(message)
                 return True
@@ -268,6 +248,30 @@ class Memory:
         if before and before[0].get(MARK_KEY) != self.workspace_id:
             return [str(before[0]["id"])], opening
         return [], opening
+
+    # -- recording a turn ----------------------------------------------------------------
+
+    def record_turn(self, session_id: str, role: str, text: str, *, after: str | None = None,
+                    node_id: str | None = None, title: str = "") -> dict[str, Any]:
+        """Append one user/assistant turn to ``session_id`` (created when new), after the head
+        or, with ``after``, as a fork after that node; for an agent that keeps its conversation
+        here. Returns ``{"session_id", "node_id", "head_id", "created_session"}``."""
+        from ..errors import InvalidInput
+
+        if role not in ("user", "assistant"):
+            raise InvalidInput(f"role must be user or assistant, not {role!r}")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("a turn needs non-blank text")
+        created = not self.store.exists(session_id)
+        if created:
+            self.store.create_session(session_id, title=title)
+        msg: dict[str, Any] = {"role": role, "content": text}
+        if node_id is not None:
+            msg["id"] = node_id
+        nid = (self.store.append_after(session_id, after, msg) if after is not None
+               else self.store.append_message(session_id, msg))
+        return {"session_id": session_id, "node_id": nid,
+                "head_id": self.store.head(session_id), "created_session": created}
 
     # -- the three write paths -----------------------------------------------------------
 
@@ -340,9 +344,16 @@ class Memory:
 
     def write(self, session_ids: Iterable[str] | None = None, *, force: bool = False,
               progress: Callable[[str], None] | None = None) -> list[SessionResult]:
-        """Write the given sessions (default: all), forced (boundary) or per-turn."""
-        ids = list(session_ids) if session_ids is not None else [
-            row["session_id"] for row in self.store.list_sessions()]
+        """Write the given sessions (default: all), forced (boundary) or per-turn. An unknown
+        session id is refused (SessionNotFound) before anything is written; a session whose
+        write fails reports its failure in its result, and the others are still written."""
+        if session_ids is None:
+            ids = [row["session_id"] for row in self.store.list_sessions()]
+        else:
+            ids = list(session_ids)
+            for sid in ids:  # refuse a name nobody has before writing anything
+                if not self.store.exists(sid):
+                    raise SessionNotFound(f"unknown session {sid!r}")
         results = []
         for sid in ids:
             try:
@@ -379,14 +390,7 @@ class Memory:
                              self.write(result.changed_sessions, force=True)]
         return out
 
-    # -- reading ---------------------------------------------------------------------------
-
-    def search(self, query: str, *, session: str | None = None, head: str | None = None,
-               **options: Any) -> list[search.Hit]:
-        """:func:`scriptorium.memory.search.search` over this home; with ``session`` (and
-        optionally ``head``) every hit says whether it is on the reader's line."""
-        return search.search(self.workspace, query, session=session, head=head,
-                             store=self.store, **options)
+    # -- branch-aware reading ------------------------------------------------------------
 
     def context(self, session_id: str, head: str | None = None, *,
                 budget: int | None = None) -> "MemoryContext":
@@ -442,8 +446,6 @@ class Memory:
     def migrate_if_needed(self) -> None:
         """Run the one-time migration off the legacy position cursor before pending work is
         computed (a no-op when runtime.json holds no ``cursors``)."""
-        from .migrate import migrate_if_needed
-
         migrate_if_needed(self)
 
     # -- status --------------------------------------------------------------------------
@@ -462,9 +464,122 @@ class Memory:
                              "blocked": self.blocked.for_branch(session_id, tip, ids)})
         return {"session_id": session_id, "branches": branches}
 
+    # -- reading memory back -------------------------------------------------------------
 
-def to_source_record(record: Record) -> SourceRecord:
-    return SourceRecord(provider="openprogram", thread=record.session_id,
-                        message=record.node_id, role=record.role, content=record.content,
-                        timestamp=record.iso_time(), speaker_id=record.speaker_id,
-                        speaker_display=record.speaker_display)
+    def status(self, session_ids: Sequence[str] = ()) -> dict[str, Any]:
+        """Workspace id, revision, counts and, per session and live branch, what is still
+        pending (default: every session). Read-only."""
+        from .status import memory_status
+
+        return memory_status(self, list(session_ids))
+
+    def show(self, ref: str) -> dict[str, Any]:
+        """A topic file (path relative to ``topics/`` or the workspace) or one block with its
+        footnotes."""
+        from .status import show
+
+        return show(self.workspace, ref)
+
+    def search(self, query: str, *, top_k: int = 5, path_prefix: str | None = None,
+               since: str | None = None, until: str | None = None, speaker: str | None = None,
+               include_sources: bool = False, method: str = "bm25",
+               session: str | None = None, head: str | None = None) -> list[Hit]:
+        """Search topic claims (and, with ``include_sources``, archived turns); see
+        :func:`scriptorium.memory.search.search`. No memory yet: bad arguments are still
+        refused, and nothing is found. ``session``/``head``: read as a reader on that branch
+        (each hit says on_line, alternative or elsewhere)."""
+        from .search import search
+        from .search.query import check_arguments
+
+        options: dict[str, Any] = dict(top_k=top_k, path_prefix=path_prefix, since=since,
+                                       until=until, speaker=speaker,
+                                       include_sources=include_sources, method=method)
+        if not self.workspace.root.is_dir():
+            check_arguments(query, **options)
+            if session is not None:
+                from .provenance import BranchReader
+
+                BranchReader(self.store, session, head)  # unknown session or tip: NotFound
+            elif head is not None:
+                raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
+            return []
+        return search(self.workspace, query, **options, session=session, head=head,
+                      store=self.store)
+
+    def follow(self, source_id: str) -> dict[str, Any]:
+        """Where a cited source came from; for a session turn that this home's store still
+        holds, ``in_session_store`` and the ``turn`` itself. A source neither archived nor
+        stored is NotFound; a stored turn memory has not written yet carries a warning."""
+        from .search import follow
+
+        data = follow(self.workspace, source_id)
+        sid = data["session_id"]
+        if sid is not None:
+            data["in_session_store"] = False
+            if self.store.exists(sid):
+                try:
+                    node = self.store.get_node(sid, data["node_id"])
+                except ScriptoriumError:  # an unknown node is reported, not raised
+                    node = None
+                if node is not None:
+                    data["in_session_store"] = True
+                    data["turn"] = node.to_message(sid)
+        if not data["archived"]:
+            if not data.get("in_session_store"):
+                raise NotFound(f"source {source_id} is neither in the evidence archive nor in "
+                               f"the session store")
+            data["warnings"] = [f"source {source_id} is not in the evidence archive: memory "
+                                f"has not written this turn yet"]
+        return data
+
+    # -- upkeep --------------------------------------------------------------------------
+
+    def migrate(self, progress: Progress | None = None) -> "MigrationReport":
+        """Move an old position-cursor installation onto node marks (safe to rerun)."""
+        from .migrate import migrate
+
+        return migrate(self, progress=progress)
+
+    def backfill(self, *, budget_tokens: int | None = None,
+                 progress: Progress | None = None) -> "BackfillReport":
+        """Write archived trusted sources no topic cites, with this memory's writer, in
+        batches of ``budget_tokens`` (default 16,000)."""
+        from .backfill import DEFAULT_BUDGET_TOKENS, backfill, check_budget
+
+        budget = check_budget(DEFAULT_BUDGET_TOKENS if budget_tokens is None else budget_tokens)
+        return backfill(self.workspace, self.writer, budget_tokens=budget, progress=progress)
+
+    def reorganize(self, organizer: str = "embedded") -> "ReorganizeReport":
+        """Merge paragraphs that say the same thing (``embedded`` or ``llm``)."""
+        from .reorganize import reorganize
+
+        return reorganize(self.workspace, writer_kind=organizer, settings=self.settings,
+                          store=self.store)
+
+    def verify(self, session_ids: Sequence[str] = (), *,
+               repair: bool = False) -> "VerifyReport":
+        """Check that marks form a prefix on every live branch; ``repair`` takes back the
+        marks that strand turns."""
+        from .verify import verify
+
+        return verify(self, list(session_ids) or None, repair=repair)
+
+    def watcher(self) -> "IdleWatcher":
+        """The idle watcher over this memory (settings: ``watcher_*``)."""
+        from .watcher import IdleWatcher
+
+        return IdleWatcher(self)
+
+    def watch_once(self, now: float | None = None, *,
+                   retry_failed: bool = False) -> "PassReport":
+        """One polling pass of the watcher over every session (``retry_failed``: also those
+        whose last write failed for good)."""
+        return self.watcher().run_once(now, retry_failed=retry_failed)
+
+    def watch(self, *, stop: threading.Event | None = None, max_passes: int | None = None,
+              on_report: Callable[["PassReport"], None] | None = None,
+              wake_fds: Sequence[int] = ()) -> None:
+        """Run the watcher (told by the head-move log, polling as a safety net) until
+        ``stop`` is set or ``max_passes`` ran; see :meth:`IdleWatcher.run_forever`."""
+        self.watcher().run_forever(stop, on_report, max_passes, wake_fds)
+

@@ -21,15 +21,14 @@ import os
 import re
 import time
 from array import array
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from ..fsutil import atomic_write_json, atomic_write_text, check_name, fsync_dir
 from .errors import AppendRefused, HeadRefused, NodeNotFound
 from .node import CHAIN_CALLERS, ROOT, Node
+from .commits import GITIGNORE
 from .nodefiles import LOCK_NAME, write_gen
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import SessionStore
+from .ops import BulkStore
 
 SYNC_ALL_ABOVE = 64  # more new files than this: one os.sync() rather than one fsync each
 _FILE_RE = re.compile(r"^(\d+)-([a-z])-(.+)\.json$")
@@ -70,7 +69,7 @@ class IdSet:
 class BulkAppender:
     """Append nodes to one existing session; use as a context manager (it holds the lock)."""
 
-    def __init__(self, store: "SessionStore", sid: str):
+    def __init__(self, store: BulkStore, sid: str):
         self.store = store
         self.sid = sid
         self.ids = IdSet()
@@ -168,8 +167,6 @@ class BulkAppender:
             events.append((self.sid, self._old_head, self.head))
         sdir = self.meta_path.parent
         if not (sdir / ".gitignore").exists():
-            from .store import GITIGNORE
-
             atomic_write_text(sdir / ".gitignore", GITIGNORE, mode=0o644)
         self._written = []
         self._count = 0

@@ -4,7 +4,6 @@ not include a stat of every node file."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput, ScriptoriumError
 from ..fsutil import atomic_write_text
@@ -13,8 +12,7 @@ from .index import SessionIndex
 from .node import Node
 from .nodefiles import LOCK_NAME
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import SessionStore, _Op
+from .ops import Op
 
 GITIGNORE = f"{LOCK_NAME}\n*.tmp\nlarge_nodes/\nfile_backups/\n"
 FULL_STAGE_EVERY = 64  # commits between two full ``git add -A`` (amortised)
@@ -23,14 +21,14 @@ FULL_STAGE_EVERY = 64  # commits between two full ``git add -A`` (amortised)
 class CommitOps:
     """Mixed into SessionStore; the commit runs inside the caller's locked operation."""
 
-    def commit_turn(self: "SessionStore", sid: str, message: str) -> str | None:
+    def commit_turn(self, sid: str, message: str) -> str | None:
         """Commit everything in the session dir (lazy git init); None if nothing changed."""
         if not isinstance(message, str) or not message.strip():
             raise InvalidInput(f"session {sid}: commit message must be a non-empty string")
         with self._writing(sid) as op:
             return self._commit(op, message)
 
-    def _commit(self: "SessionStore", op: "_Op", message: str, *,
+    def _commit(self, op: Op, message: str, *,
                 soft: bool = False) -> str | None:
         """Commit the session dir. ``soft``: the change is already durable, so a failure is
         recorded in ``op.warnings`` (the history is behind, nothing is lost) instead of
@@ -65,7 +63,7 @@ class CommitOps:
         idx.stage_all = False
         return sha
 
-    def _maybe_commit(self: "SessionStore", op: "_Op", node: Node,
+    def _maybe_commit(self, op: Op, node: Node,
                       commit: bool | None) -> str | None:
         if commit is False or (commit is None and not self.git):
             return None
@@ -87,6 +85,6 @@ class CommitOps:
             return None
         return user
 
-    def git_log(self: "SessionStore", sid: str, limit: int = 50) -> list[dict]:
+    def git_log(self, sid: str, limit: int = 50) -> list[dict]:
         """The session's per-turn commits, newest first (empty before the first commit)."""
         return GitRepo(self._require(sid)).log(limit)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import ConcurrentUpdate, CorruptFile, InvalidInput, NotFound
+from ..errors import ConcurrentUpdate, CorruptFile, InvalidInput, NotFound, ReasonCode
 
 __all__ = [
     "SessionNotFound", "NodeNotFound", "AppendRefused", "HeadRefused", "BrokenChain",
@@ -13,28 +13,28 @@ __all__ = [
 class SessionNotFound(NotFound):
     """The session directory does not exist (or is not a session)."""
 
-    code = "SESSION_NOT_FOUND"
+    code = ReasonCode.SESSION_NOT_FOUND
 
 
 class NodeNotFound(NotFound):
     """A node id that is not in the session."""
 
-    code = "NODE_NOT_FOUND"
+    code = ReasonCode.NODE_NOT_FOUND
 
 
 class AppendRefused(InvalidInput):
     """An append that would break the DAG invariants (dangling edge, orphan turn)."""
 
-    code = "APPEND_REFUSED"
+    code = ReasonCode.APPEND_REFUSED
 
 
 class HeadRefused(InvalidInput):
     """A head move onto a node that may never be a head (a compaction summary)."""
 
-    code = "HEAD_REFUSED"
+    code = ReasonCode.HEAD_REFUSED
 
 
 class BrokenChain(CorruptFile):
     """A predecessor walk met a dangling edge or a cycle: the data is damaged."""
 
-    code = "BROKEN_CHAIN"
+    code = ReasonCode.BROKEN_CHAIN

@@ -9,17 +9,17 @@ process never sees the new node without its head move.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import InvalidInput
 from ..fsutil import check_name, check_text
 from . import walks
 from .checks import check_same
 from .errors import NodeNotFound, SessionNotFound
-from .node import ROOT, SUMMARY_NAME, Node, new_id
+from .kinds import SUMMARY_NAME
+from .node import ROOT, Node, new_id
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import SessionStore, _Op
+from .ops import LockedStore, Op
 
 SUMMARY_PREFIX = "[Previous conversation summary]\n"
 
@@ -31,14 +31,14 @@ def _text(text: Any, what: str) -> str:
     return text
 
 
-def _get(op: "_Op", node_id: str) -> Node:
+def _get(op: Op, node_id: str) -> Node:
     node = op.idx.nodes.get(check_name(node_id, "node id"))
     if node is None:
         raise NodeNotFound(f"node {node_id} not found in session {op.sid}")
     return node
 
 
-def _append_new(store: "SessionStore", op: "_Op", node: Node) -> bool:
+def _append_new(store: LockedStore, op: Op, node: Node) -> bool:
     """Append ``node`` (head not advanced); False for the identical retry of a call with the
     same explicit ``node_id``, InvalidInput when that id holds other content."""
     existing = op.idx.nodes.get(node.id)
@@ -50,7 +50,7 @@ def _append_new(store: "SessionStore", op: "_Op", node: Node) -> bool:
 class ForkOps:
     """Mixed into SessionStore; every method takes the session lock once."""
 
-    def retry(self: "SessionStore", sid: str, reply_id: str, text: str, *,
+    def retry(self: LockedStore, sid: str, reply_id: str, text: str, *,
               node_id: str | None = None) -> str:
         """A new sibling of assistant reply ``reply_id`` (same predecessor); it becomes the head."""
         text = _text(text, "retry text")
@@ -72,7 +72,7 @@ class ForkOps:
                 self._maybe_commit(op, node, None)
             return node.id
 
-    def edit(self: "SessionStore", sid: str, user_node_id: str, text: str, *,
+    def edit(self: LockedStore, sid: str, user_node_id: str, text: str, *,
              node_id: str | None = None) -> str:
         """A new sibling of user message ``user_node_id`` with new text; it becomes the head.
         Editing the first turn forks at ``"ROOT"``."""
@@ -98,7 +98,7 @@ class ForkOps:
             self._move_head(op, node.id)
             return node.id
 
-    def rewind(self: "SessionStore", sid: str, target_id: str) -> dict:
+    def rewind(self: LockedStore, sid: str, target_id: str) -> dict:
         """Retire the active chain from the head back to ``target_id`` (and the sub-call
         subtrees hanging on it): stamp them ``rewound``, move the head to the target's
         predecessor, commit "rewind"."""
@@ -146,7 +146,7 @@ class ForkOps:
                 out["warnings"] = list(op.warnings)
             return out
 
-    def spawn(self: "SessionStore", sid: str, caller: str, text: str, *,
+    def spawn(self: LockedStore, sid: str, caller: str, text: str, *,
               node_id: str | None = None, register_head: bool = False,
               caller_session: str | None = None) -> str:
         """Open a spawn branch: a user root with no predecessor hung on ``caller``.
@@ -175,7 +175,7 @@ class ForkOps:
                 self._move_head(op, node.id)
             return node.id
 
-    def compact(self: "SessionStore", sid: str, covers_ids: list[str], text: str, *,
+    def compact(self: LockedStore, sid: str, covers_ids: list[str], text: str, *,
                 node_id: str | None = None) -> str:
         """Append a compaction summary of a contiguous chain segment as a sibling of its
         first node (no clone, no edge rewrite, no head move)."""

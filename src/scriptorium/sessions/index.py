@@ -23,7 +23,6 @@ it was observed is not trusted, so the next refresh looks again (comparing bytes
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from operator import attrgetter
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import CorruptFile
+from ..fsutil import json_object
 from .node import CHAIN_CALLERS, ROOT, Node, parse_node
 from .nodefiles import (LOCK_NAME, StatKey, gc_paused, older_than, read_gen, read_node_file,
                         write_gen)
@@ -248,12 +248,7 @@ class SessionIndex:
         except FileNotFoundError:
             self.meta, self.meta_present = {}, False
             return True
-        try:
-            meta = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CorruptFile(f"corrupt meta file {self.meta_path}: {exc}") from None
-        if not isinstance(meta, dict):
-            raise CorruptFile(f"corrupt meta file {self.meta_path}: not a JSON object")
+        meta = json_object(data, f"meta file {self.meta_path}")
         changed = meta != self.meta or not self.meta_present
         if changed:
             self.uncommitted.add("meta.json")

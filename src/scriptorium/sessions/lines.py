@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from ..fsutil import check_name
 from .errors import NodeNotFound
@@ -27,8 +27,6 @@ from .index import SessionIndex
 from .node import CHAIN_CALLERS, Node
 from .walks import walk_back
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import SessionStore
 
 
 @dataclass(frozen=True)
@@ -161,7 +159,7 @@ class LineOps:
     def new_cache() -> _Cache:
         return OrderedDict()
 
-    def line(self: "SessionStore", sid: str, tip: str | None = None) -> Line:
+    def line(self, sid: str, tip: str | None = None) -> Line:
         """The conversation line ending at ``tip`` (default: the head). Cached per
         (session, tip) until the session's graph changes (the index's ``generation``), so
         asking again on a long session costs the index refresh (two ``stat`` calls), not a
@@ -169,14 +167,14 @@ class LineOps:
         with self._reading(sid) as idx:
             return self._line_locked(idx, sid, _tip(idx, sid, tip))
 
-    def divergences(self: "SessionStore", sid: str, tip: str | None,
+    def divergences(self, sid: str, tip: str | None,
                     node_ids: Iterable[str]) -> dict[str, Divergence]:
         """For each of ``node_ids`` off the line ending at ``tip``: where it leaves it."""
         with self._reading(sid) as idx:
             line = self._line_locked(idx, sid, _tip(idx, sid, tip))
             return {n: divergence(idx, sid, line, n) for n in node_ids if n not in line.nodes}
 
-    def _line_locked(self: "SessionStore", idx: SessionIndex, sid: str, tip: str) -> Line:
+    def _line_locked(self, idx: SessionIndex, sid: str, tip: str) -> Line:
         key = (sid, tip)
         cached = self._lines.get(key)
         if cached is not None and cached[0] is idx and cached[1] == idx.generation:

@@ -5,7 +5,6 @@ together, renamed, then one directory fsync (DESIGN §3: marks touch nothing els
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
 from ..faults import fault_point
@@ -13,14 +12,13 @@ from ..fsutil import atomic_write_many, check_name
 from .errors import NodeNotFound
 from .node import parse_node
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import SessionStore, _Op
+from .ops import Op
 
 
 class MarkOps:
     """Mixed into SessionStore; every public method takes the session lock once."""
 
-    def merge_node_metadata_batch(self: "SessionStore", sid: str,
+    def merge_node_metadata_batch(self, sid: str,
                                   patches: dict[str, dict]) -> None:
         """Merge each patch into its node's metadata, touching nothing else (not meta.json,
         not ``updated_at``, not the index's directory fingerprint: DESIGN §3, a mark never
@@ -41,7 +39,7 @@ class MarkOps:
                 raise NodeNotFound(f"node {missing[0]} not found in session {sid}")
             self._rewrite_metadata_locked(op, patches, crash_points=True)
 
-    def _rewrite_metadata_locked(self: "SessionStore", op: "_Op", patches: dict[str, dict], *,
+    def _rewrite_metadata_locked(self, op: Op, patches: dict[str, dict], *,
                                  crash_points: bool = False) -> None:
         """Merge each patch into its node file as it is on disk (never the cache) and
         replace them all in one durable step (temp files fsynced together, renamed, one

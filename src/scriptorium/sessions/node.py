@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptFile, InvalidInput
-from ..fsutil import check_name, check_text
+from ..fsutil import check_name, check_text, json_object
+from . import kinds
 
 ROOT = "ROOT"
 CHAIN_CALLERS = ("", ROOT)
-RUNTIME_SOURCES = frozenset({"job_followup", "merge_turn"})
-SUMMARY_NAME = "context/summary"
 
 # Top-level keys of a node file, in the order they are written.
 NODE_FIELDS = ("id", "created_at", "seq", "role", "name", "input", "output", "caller",
@@ -104,14 +103,11 @@ class Node:
 
     @property
     def is_runtime(self) -> bool:
-        md = self.metadata
-        return md.get("display") == "runtime" or md.get("source") in RUNTIME_SOURCES
+        return kinds.is_runtime(self.metadata)
 
     @property
     def is_summary(self) -> bool:
-        md = self.metadata
-        return ("covers_ids" in md or self.id.startswith("summary_")
-                or self.name == SUMMARY_NAME or md.get("name") == SUMMARY_NAME)
+        return kinds.is_summary(self.metadata, self.id, self.name)
 
     @property
     def is_context(self) -> bool:
@@ -126,8 +122,7 @@ class Node:
 
     @property
     def is_spawn_root(self) -> bool:
-        md = self.metadata
-        return bool(md.get("spawn_branch_root")) or md.get("source") == "agent_spawn"
+        return kinds.is_spawn_root(self.metadata)
 
     @property
     def rewound(self) -> bool:
@@ -235,12 +230,7 @@ def node_from_message(msg: dict, *, default_predecessor: str | None) -> tuple[No
 def parse_node(data: bytes, path: Path | str) -> Node:
     """Parse one history file; any damage is a CorruptFile naming the file (``path`` is only
     used for messages and the seq fallback, so a cold scan can pass the plain string)."""
-    try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CorruptFile(f"corrupt node file {path}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise CorruptFile(f"corrupt node file {path}: not a JSON object")
+    raw = json_object(data, f"node file {path}")
     node_id = raw.get("id")
     try:
         check_name(node_id, "node id")

@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -33,6 +32,7 @@ from .index import SessionIndex
 from .marks import MarkOps
 from .node import CHAIN_CALLERS, ROOT, Node, new_id, node_from_message
 from .nodefiles import LOCK_NAME
+from .ops import Op
 
 if TYPE_CHECKING:  # pragma: no cover
     from .bulk import BulkAppender
@@ -40,17 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 HeadListener = Callable[[str, "str | None", "str | None"], None]
-
-
-@dataclass
-class _Op:
-    """One locked write: the fresh index, head-move events to announce after unlocking, and
-    what went wrong after the write was already durable (a git commit that failed)."""
-
-    sid: str
-    idx: SessionIndex
-    events: list[tuple[str, str | None, str | None]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 class SessionStore(ForkOps, LineOps, MarkOps, CommitOps):
@@ -118,10 +107,10 @@ class SessionStore(ForkOps, LineOps, MarkOps, CommitOps):
             yield idx
 
     @contextlib.contextmanager
-    def _writing(self, sid: str) -> Iterator[_Op]:
+    def _writing(self, sid: str) -> Iterator[Op]:
         self._require(sid)
         with self._locked(sid) as idx:
-            op = _Op(sid, idx)
+            op = Op(sid, idx)
             yield op
             self._log_moves(op.events)
         self._announce(op.events)
@@ -349,7 +338,7 @@ class SessionStore(ForkOps, LineOps, MarkOps, CommitOps):
         """Append ``msg`` as a child of ``after`` and make it the head (a fork)."""
         return self._add(sid, msg, after, commit, strict=False).node_id
 
-    def _append_locked(self, op: _Op, node: Node, *, advance: bool = True) -> bool:
+    def _append_locked(self, op: Op, node: Node, *, advance: bool = True) -> bool:
         """Validate and write ``node`` (lock held, index fresh); False if the id exists.
 
         Head advance is the chain-extension rule: a chain-level node (caller ``""`` or
@@ -413,7 +402,7 @@ class SessionStore(ForkOps, LineOps, MarkOps, CommitOps):
         with self._writing(sid) as op:
             self._move_head(op, node_id)
 
-    def _move_head(self, op: _Op, node_id: str | None) -> None:
+    def _move_head(self, op: Op, node_id: str | None) -> None:
         idx = op.idx
         if node_id is not None:
             node = idx.nodes.get(node_id)

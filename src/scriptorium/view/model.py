@@ -20,7 +20,7 @@ from ..errors import NotFound
 from ..fsutil import check_name
 from ..memory.citations import block_sources
 from ..memory.pending_reasons import pending_reasons
-from ..memory.records import MARK_KEY, PROVIDER, is_runtime_turn, is_summary, message_text
+from ..memory.records import MARK_KEY, PROVIDER, message_text
 from ..sessions.node import Node
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,13 +34,13 @@ STATES = ("written", "pending", "tool", "runtime", "summary", "other")
 
 def node_state(node: Node, message: dict[str, Any], workspace_id: str) -> str:
     """What memory did with this node (see the module docstring)."""
-    if node.is_summary or is_summary(message):
+    if node.is_summary:  # one rule for nodes and messages (sessions.kinds)
         return "summary"
     if node.is_root or node.is_context or node.is_attach:
         return "other"
     if node.role == "code":
         return "tool"
-    if node.is_runtime or is_runtime_turn(message):
+    if node.is_runtime:
         return "runtime"
     if not node.conversational or not message_text(message.get("content")).strip():
         return "other"

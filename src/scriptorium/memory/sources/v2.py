@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ...errors import ReasonCode
 from .ids import (SourceIdError, check_v2_id, display_from_label, is_v2_safe_id,
                   source_anchor, speaker_label, speaker_pct, speaker_pct_is_canonical,
                   pct_decode, split_source_id, timestamp_ok, v2_path)
@@ -34,7 +35,7 @@ _RECORD_FIRST = re.compile(r"\[([^\]]*)\]\s+(.+?): (.*)")
 class InvalidSourceRecord(SourceIdError):
     """A record whose fields cannot be archived (timestamp, role, text, metadata)."""
 
-    code = "INVALID_SOURCE_RECORD"
+    code = ReasonCode.INVALID_SOURCE_RECORD
 
 
 @dataclass

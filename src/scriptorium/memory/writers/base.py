@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from ...config import Settings
-from ...errors import InvalidInput
+from ...errors import ReasonCode
 from ...faults import fault_point
 from ..records import Record
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..transaction import TransactionResult
+    from ..directory import TransactionResult
     from ..workspace import Workspace
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """What a writer is asked to do, before any stage exists: the batch and its context.
+    :func:`run_writer` turns it into a :class:`WriteRequest` on each fresh stage."""
+
+    batch: Sequence[Record]
+    cited: frozenset[str] = frozenset()  # source ids the committed topics already cite
+    session_title: str = ""
+    # What the conversation opened with (its branch's first turn): a stable subject for a
+    # session without a title.
+    subject_hint: str = ""
+    # Source ids of the turns before the batch on its branch, and whether the head does not
+    # follow that branch (see WriteRequest).
+    line: frozenset[str] = frozenset()
+    side_branch: bool = False
+    purpose: str = "write"
+    # Where a writer may keep its run log (the workspace runtime dir); None = do not log.
+    log_dir: Path | None = None
+
+    def on_stage(self, stage: Path, rejection: str | None = None) -> "WriteRequest":
+        return WriteRequest(batch=self.batch, stage=stage, cited=self.cited,
+                            session_title=self.session_title, subject_hint=self.subject_hint,
+                            line=self.line, side_branch=self.side_branch,
+                            purpose=self.purpose, rejection=rejection, log_dir=self.log_dir)
 
 
 @dataclass
@@ -36,8 +61,7 @@ class WriteRequest:
     purpose: str = "write"
     # Set on a repair run: why the transaction rejected the previous attempt's edits.
     rejection: str | None = None
-    # Where a writer may keep its run log (the workspace runtime dir); None = do not log.
-    log_dir: Path | None = None
+    log_dir: Path | None = None  # where a writer may keep its run log; None = do not log
 
     @property
     def topics_dir(self) -> Path:
@@ -57,8 +81,13 @@ class WriterAudit:
 
 
 class Writer(Protocol):
-    """``repair_attempts``: how many fresh runs a rejected commit earns (0 for writers whose
-    output cannot change on a retry, like the deterministic embedded writer)."""
+    """What the write path needs of a writer. ``name`` is how reports name it;
+    ``repair_attempts`` is how many fresh runs a rejected commit earns (0 for writers whose
+    output cannot change on a retry, like the deterministic embedded writer).
+
+    Writers are found by name through the ``scriptorium.writers`` entry-point group (see
+    :mod:`.registry`); each entry point is a callable taking
+    :class:`~scriptorium.config.Settings` and returning a Writer."""
 
     name: str
     repair_attempts: int
@@ -68,25 +97,10 @@ class Writer(Protocol):
         ...
 
 
-def make_writer(kind: str, settings: Settings | None = None) -> Writer:
-    """The writer named ``kind`` (``embedded`` or ``llm``)."""
-    if kind == "embedded":
-        from .embedded import EmbeddedWriter
-
-        return EmbeddedWriter()
-    if kind == "llm":
-        try:
-            from .llm import LLMWriter  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise InvalidInput(f"the llm writer is not available: {exc}") from None
-        return LLMWriter.from_settings(settings or Settings())
-    raise InvalidInput(f"unknown writer {kind!r} (embedded or llm)")
-
-
-def run_writer(workspace: "Workspace", writer: Writer, request: WriteRequest, *,
-               refs: Sequence[str], purpose: str, message: str,
+def run_writer(workspace: "Workspace", writer: Writer, job: WriteJob, *,
+               refs: Sequence[str], message: str,
                own_blocks: Sequence[str] = ()) -> tuple["TransactionResult", WriterAudit]:
-    """Run ``writer`` on a fresh stage of ``workspace`` and install its edits, with ``refs``
+    """Run ``writer`` on ``job`` in a fresh stage of ``workspace`` and install its edits, with ``refs``
     as the only evidence new citations may use.
 
     A rejected commit earns the writer's ``repair_attempts`` further runs, each on a fresh
@@ -96,14 +110,14 @@ def run_writer(workspace: "Workspace", writer: Writer, request: WriteRequest, *,
     """
     from ..transaction import TransactionError
 
-    attempts = 1 + max(0, int(getattr(writer, "repair_attempts", 0)))
+    attempts = 1 + max(0, int(writer.repair_attempts))
     rejection: str | None = None
     attempt = 0
     while True:
         attempt += 1
-        with workspace.begin(allowed_sources=refs, purpose=purpose,
+        with workspace.begin(allowed_sources=refs, purpose=job.purpose,
                              own_blocks=own_blocks) as tx:
-            audit = writer.write(replace(request, stage=tx.stage, rejection=rejection))
+            audit = writer.write(job.on_stage(tx.stage, rejection))
             fault_point("writer-ran")
             try:
                 return tx.commit(message), audit
@@ -114,5 +128,5 @@ def run_writer(workspace: "Workspace", writer: Writer, request: WriteRequest, *,
                     raise TransactionError(
                         f"edits rejected again after {attempts - 1} repair run(s): "
                         f"{exc.code}: {exc}",
-                        code="COMMIT_REJECTED", retryable=False) from exc
+                        code=ReasonCode.COMMIT_REJECTED, retryable=False) from exc
                 rejection = f"{exc.code}: {exc}"

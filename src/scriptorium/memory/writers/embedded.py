@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from ...config import Settings
 from ...fsutil import safe_join
 from ..records import Record
 from ..sources.ids import source_anchor
@@ -134,8 +135,13 @@ def find_topic(topics_dir: Path, heading: str, relpath: str) -> str:
 class EmbeddedWriter:
     """Deterministic fact writer; see the module docstring."""
 
-    name = "embedded"
-    repair_attempts = 0  # deterministic: the same batch would be rejected the same way
+    name: str = "embedded"
+    repair_attempts: int = 0  # deterministic: the same batch would be rejected the same way
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "EmbeddedWriter":
+        """The entry-point factory (``scriptorium.writers``): nothing to configure."""
+        return cls()
 
     def write(self, request: WriteRequest) -> WriterAudit:
         audit = WriterAudit(writer=self.name)

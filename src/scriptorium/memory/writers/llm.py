@@ -19,10 +19,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, Mapping
 
 from ...config import Settings
-from ...errors import InvalidInput, ScriptoriumError
+from ...errors import InvalidInput, ReasonCode, ScriptoriumError, WriteFailed
 from ...tokens import count_tokens
 from .base import WriteRequest, WriterAudit
 from .llm_prompt import build_prompt
@@ -32,48 +32,48 @@ HISTORY_FILE = "agent-history.jsonl"
 NO_KEY_PLACEHOLDER = "no-key"  # sent when api_key_env is "" (local servers that need no key)
 
 
-class ModelError(ScriptoriumError):
+class ModelError(WriteFailed):
     """The model endpoint failed; ``code`` is a ``MODEL_*`` reason with the retry verdict."""
 
-    code = "MODEL_FAILURE_UNKNOWN"
+    code = ReasonCode.MODEL_FAILURE_UNKNOWN
 
 
 class WriterSetupError(InvalidInput):
     """The llm writer cannot start: missing extra or incomplete configuration."""
 
-    code = "WRITER_PRECONDITION_FAILED"
+    code = ReasonCode.WRITER_PRECONDITION_FAILED
 
 
 def _status_error(status: int, message: str) -> ModelError:
     lowered = message.lower()
     if status == 401:
         return ModelError(f"the model endpoint refused the API key (401): {message}",
-                          code="MODEL_AUTHENTICATION", retryable=False)
+                          code=ReasonCode.MODEL_AUTHENTICATION, retryable=False)
     if status == 403:
         return ModelError(f"the API key may not use this model (403): {message}",
-                          code="MODEL_AUTHORIZATION", retryable=False)
+                          code=ReasonCode.MODEL_AUTHORIZATION, retryable=False)
     if status == 408:
         return ModelError(f"the model endpoint timed out (408): {message}",
-                          code="MODEL_TIMEOUT", retryable=True)
+                          code=ReasonCode.MODEL_TIMEOUT, retryable=True)
     if status == 429:
         return ModelError(f"the model endpoint is rate limiting (429): {message}",
-                          code="MODEL_RATE_LIMIT", retryable=True)
+                          code=ReasonCode.MODEL_RATE_LIMIT, retryable=True)
     if status >= 500:
         return ModelError(f"the model provider failed ({status}): {message}",
-                          code="MODEL_PROVIDER_INTERNAL", retryable=True)
+                          code=ReasonCode.MODEL_PROVIDER_INTERNAL, retryable=True)
     if status in (400, 404, 413, 422):
         if "context" in lowered and ("length" in lowered or "window" in lowered) \
                 or "too many tokens" in lowered or "maximum context" in lowered:
             return ModelError(f"the prompt is too long for the model ({status}): {message}",
-                              code="MODEL_CONTEXT_LENGTH", retryable=False)
+                              code=ReasonCode.MODEL_CONTEXT_LENGTH, retryable=False)
         if "content_policy" in lowered or "content policy" in lowered \
                 or "content_filter" in lowered or "safety" in lowered:
             return ModelError(f"the provider's content policy refused the request ({status}): "
-                              f"{message}", code="MODEL_CONTENT_POLICY", retryable=False)
+                              f"{message}", code=ReasonCode.MODEL_CONTENT_POLICY, retryable=False)
         return ModelError(f"the model endpoint rejected the request ({status}): {message}",
-                          code="MODEL_INVALID_REQUEST", retryable=False)
+                          code=ReasonCode.MODEL_INVALID_REQUEST, retryable=False)
     return ModelError(f"the model endpoint answered {status}: {message}",
-                      code="MODEL_FAILURE_UNKNOWN", retryable=status == 409)
+                      code=ReasonCode.MODEL_FAILURE_UNKNOWN, retryable=status == 409)
 
 
 def classify_openai_error(exc: BaseException, base_url: str = "") -> ModelError:
@@ -84,12 +84,12 @@ def classify_openai_error(exc: BaseException, base_url: str = "") -> ModelError:
     text = " ".join(str(exc).split())[:300]
     if isinstance(exc, openai.APITimeoutError):
         return ModelError(f"the model endpoint{where} did not answer in time",
-                          code="MODEL_TIMEOUT", retryable=True)
+                          code=ReasonCode.MODEL_TIMEOUT, retryable=True)
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         detail = f": {' '.join(str(cause).split())[:200]}" if cause else ""
         return ModelError(f"cannot reach the model endpoint{where}{detail}",
-                          code="MODEL_TRANSPORT", retryable=True)
+                          code=ReasonCode.MODEL_TRANSPORT, retryable=True)
     if isinstance(exc, openai.APIStatusError):
         message = text
         body = exc.body
@@ -100,9 +100,9 @@ def classify_openai_error(exc: BaseException, base_url: str = "") -> ModelError:
         return _status_error(exc.status_code, message)
     if isinstance(exc, openai.APIResponseValidationError):
         return ModelError(f"the model endpoint{where} sent a malformed response: {text}",
-                          code="MODEL_FAILURE_UNKNOWN", retryable=True)
+                          code=ReasonCode.MODEL_FAILURE_UNKNOWN, retryable=True)
     return ModelError(f"model call failed{where}: {type(exc).__name__}: {text}",
-                      code="MODEL_FAILURE_UNKNOWN", retryable=False)
+                      code=ReasonCode.MODEL_FAILURE_UNKNOWN, retryable=False)
 
 
 @dataclass
@@ -134,7 +134,7 @@ def _read_message(response: Any) -> tuple[str, list[tuple[str, str, Any]]]:
         choices = response.choices
         if not choices:
             raise ModelError("the model endpoint returned no choices",
-                             code="MODEL_FAILURE_UNKNOWN", retryable=True)
+                             code=ReasonCode.MODEL_FAILURE_UNKNOWN, retryable=True)
         message = choices[0].message
         content = message.content if isinstance(message.content, str) else ""
         calls = []
@@ -144,7 +144,7 @@ def _read_message(response: Any) -> tuple[str, list[tuple[str, str, Any]]]:
             calls.append((cid, name, call.function.arguments))
     except (AttributeError, TypeError, IndexError, KeyError):
         raise ModelError("the model endpoint sent a response that is not a chat completion",
-                         code="MODEL_FAILURE_UNKNOWN", retryable=True) from None
+                         code=ReasonCode.MODEL_FAILURE_UNKNOWN, retryable=True) from None
     return content, calls
 
 
@@ -183,8 +183,9 @@ class LLMWriter:
     timeout_seconds: float = 60.0
     environ: Mapping[str, str] | None = None  # default: os.environ at run time
 
-    name: ClassVar[str] = "llm"
-    repair_attempts: ClassVar[int] = 1  # a rejected commit earns one run told why
+    name: str = field(default="llm", init=False)
+    # A rejected commit earns one run told why.
+    repair_attempts: int = field(default=1, init=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "LLMWriter":
@@ -204,7 +205,7 @@ class LLMWriter:
                 f"the llm writer's API key is missing: environment variable "
                 f"{self.api_key_env} is not set (set it, or set [writer.llm] api_key_env = "
                 f"\"\" for an endpoint without keys)",
-                code="MODEL_AUTHENTICATION", retryable=False)
+                code=ReasonCode.MODEL_AUTHENTICATION, retryable=False)
         return key.strip()
 
     def client(self) -> Any:
@@ -255,7 +256,7 @@ class LLMWriter:
             error = classify_openai_error(exc, self.base_url) if _is_openai_error(exc) else None
             if error is None:
                 self._finish(audit, stats, request, prompt_chars, prompt_tokens,
-                             outcome="WRITER_FAILURE_UNKNOWN", error=exc)
+                             outcome=ReasonCode.WRITER_FAILURE_UNKNOWN, error=exc)
                 raise
             self._finish(audit, stats, request, prompt_chars, prompt_tokens,
                          outcome=error.code, error=error)

@@ -1,0 +1,468 @@
+"""The memory workspace directory: layout, identity, the write lock, runtime state,
+revision, topics and the install hooks. :class:`~.workspace.Workspace` adds opening
+(crash recovery) and transactions on top; modules below the transaction use this.
+
+Layout (memory reference §1)::
+
+    topics/**.md          the memory itself (the only files writers edit)
+    sources/              append-only evidence (scriptorium.memory.sources)
+    .scriptorium/         runtime dir (legacy name .nativemem/ kept when it exists):
+        workspace-id      "w-" + 8 hex, the value of every mark this workspace makes
+        write.lock        flock target serialising every writer, across processes
+        runtime.json      counters (tolerant load: a broken file never stops writing)
+        install.json      the install journal of an interrupted transaction (if any)
+        history-commits   commits since the history was last packed
+        generation        a counter every install moves: readers (search) learn that memory
+                          changed without a stat per topic file
+        tx-<id>/          a transaction's stage, new files and backups
+    .git/                 private history: one commit per installed transaction
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import ConcurrentUpdate
+from ..fsutil import FileLock, atomic_write_text, refuse_symlink, regular_files
+from ..gitrepo import GitDamaged, GitRepo
+from .sources import SourceArchive
+from .topics import Block, TopicDoc, parse_topic_bytes
+
+RUNTIME_NAME = ".scriptorium"
+LEGACY_RUNTIME_NAME = ".nativemem"
+TOPICS_DIR = "topics"
+SOURCES_DIR = "sources"
+GENERATION_FILE = "generation"
+PACK_EVERY = 20   # commits between two packings of the history (see maintain_history)
+WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
+GIT_EXCLUDE = ["/.scriptorium*", "/.nativemem*"]
+# Opening may have to wait for a crashed install's recovery or another opener's git init.
+OPEN_LOCK_TIMEOUT = 10.0
+IDENTITY_LOCK_TIMEOUT = 10.0
+
+
+# -- runtime.json ------------------------------------------------------------------------------
+
+
+@dataclass
+class RuntimeState:
+    """Counters kept in ``<runtime>/runtime.json``. ``cursors`` is the legacy per-session
+    position cursor, readable only so migration can retire it (None once retired)."""
+
+    creation_order: dict[str, int] = field(default_factory=dict)
+    write_commits_since_global: int = 0
+    local_batches: int = 0
+    local_tokens: int = 0
+    last_global_at: str | None = None
+    cursors: dict[str, Any] | None = None
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> "RuntimeState":
+        """Tolerant: anything that is not an object gives defaults; bad fields are dropped."""
+        state = cls()
+        if not isinstance(obj, dict):
+            return state
+        order = obj.get("creation_order")
+        if isinstance(order, dict):
+            state.creation_order = {k: v for k, v in order.items()
+                                    if isinstance(k, str) and _count(v) is not None}
+        for name in ("write_commits_since_global", "local_batches", "local_tokens"):
+            value = _count(obj.get(name))
+            if value is not None:
+                setattr(state, name, value)
+        if isinstance(obj.get("last_global_at"), str):
+            state.last_global_at = obj["last_global_at"]
+        if isinstance(obj.get("cursors"), dict):
+            state.cursors = obj["cursors"]
+        return state
+
+    def to_obj(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "creation_order": dict(self.creation_order),
+            "write_commits_since_global": self.write_commits_since_global,
+            "local_batches": self.local_batches,
+            "local_tokens": self.local_tokens,
+            "last_global_at": self.last_global_at,
+        }
+        if self.cursors is not None:
+            out["cursors"] = self.cursors
+        return out
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_obj(), ensure_ascii=False, indent=2) + "\n"
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def read_generation(runtime_dir: Path) -> int | None:
+    """The install counter of the workspace whose runtime dir this is (None: none yet)."""
+    try:
+        with open(os.path.join(runtime_dir, GENERATION_FILE), "rb") as fh:
+            return int(fh.read(32))
+    except (OSError, ValueError):
+        return None
+
+
+# -- the write lock -----------------------------------------------------------------------------
+
+
+class _ProcessLock:
+    """One per lock file per process: threads exclude each other (a thread may re-enter),
+    and the flock excludes other processes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rlock = threading.RLock()
+        self.depth = 0
+        self.file: FileLock | None = None
+
+    def acquire(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.rlock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            raise ConcurrentUpdate(f"memory workspace is busy: another writer in this process "
+                                   f"holds {self.path}")
+        try:
+            if self.depth == 0:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                lock = FileLock(self.path, timeout=remaining, what="memory workspace write lock")
+                lock.acquire()
+                self.file = lock
+            self.depth += 1
+        except BaseException:
+            self.rlock.release()
+            raise
+
+    def release(self) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.file is not None:
+            self.file.release()
+            self.file = None
+        self.rlock.release()
+
+    @property
+    def held_here(self) -> bool:
+        return self.depth > 0 and self.rlock._is_owned()  # type: ignore[attr-defined]
+
+
+_LOCKS: dict[tuple[int, str], _ProcessLock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _process_lock(path: Path) -> _ProcessLock:
+    # a forked child gets its own lock object; the file name itself is not resolved, so a
+    # symlinked lock file is refused by FileLock instead of followed
+    key = (os.getpid(), os.path.join(os.path.realpath(path.parent), path.name))
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = _ProcessLock(Path(key[1]))
+        return lock
+
+
+@dataclass
+class TransactionResult:
+    """What an install changed (every install hook receives it)."""
+
+    changed_files: list[str] = field(default_factory=list)   # "topics/…", sorted
+    created_blocks: list[str] = field(default_factory=list)
+    removed_blocks: list[str] = field(default_factory=list)
+    commit: str | None = None
+    warnings: list[str] = field(default_factory=list)        # a failed hook or git commit
+    workspace: "WorkspaceDir | None" = field(default=None, repr=False, compare=False)
+    _revision: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def revision(self) -> str:
+        """The workspace revision after this transaction. It hashes every memory file, so it
+        is computed when first asked for, not on every write."""
+        if self._revision is None:
+            self._revision = self.workspace.revision() if self.workspace is not None else ""
+        return self._revision
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"changed_files": self.changed_files, "created_blocks": self.created_blocks,
+                "removed_blocks": self.removed_blocks, "revision": self.revision,
+                "commit": self.commit, "warnings": self.warnings}
+
+
+# -- the workspace ------------------------------------------------------------------------------
+
+
+class WorkspaceDir:
+    """One memory workspace directory. Cheap to construct; every read goes to disk."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        legacy = self.root / LEGACY_RUNTIME_NAME
+        self.runtime_name = LEGACY_RUNTIME_NAME if legacy.is_dir() else RUNTIME_NAME
+        self.runtime_dir = self.root / self.runtime_name
+        self.topics_dir = self.root / TOPICS_DIR
+        self.sources_dir = self.root / SOURCES_DIR
+        self.git = GitRepo(self.root, name="scriptorium memory", email="memory@scriptorium.local")
+        self.sources = SourceArchive(self.root, tmp_dir=self.runtime_dir)
+        self._workspace_id: str | None = None
+        self._install_hooks: list[Callable[["WorkspaceDir", "TransactionResult"], None]] = []
+
+    # -- opening ----------------------------------------------------------------------------
+
+    def git_needs_init(self) -> bool:
+        """Is the history missing, or a half-made ``.git`` holding nothing to keep? (One that
+        holds history is left alone: every install then warns, see :meth:`ensure_git`.)"""
+        return self.git.repairable()
+
+    def ensure_git(self) -> None:
+        """Start (or re-create, when it holds no history) the workspace's git history (caller
+        holds the lock). A damaged history that holds commits is never discarded and never
+        stops memory: installs stand and each reports the failed commit as a warning."""
+        if self.git_needs_init():
+            try:
+                self.git.ensure(exclude=GIT_EXCLUDE,
+                                initial_message="memory: initialize history")
+            except GitDamaged:  # it changed under us; the install's commit reports it
+                pass
+
+    def check_layout(self) -> None:
+        """Refuse a workspace whose ``topics/``, ``sources/`` or runtime directory is a
+        symlink: everything we write must stay inside the workspace."""
+        for path in (self.topics_dir, self.sources_dir, self.runtime_dir):
+            refuse_symlink(path, "workspace directory")
+
+    def _has_stages(self) -> bool:
+        try:
+            return any(name.startswith("tx-") for name in os.listdir(self.runtime_dir))
+        except OSError:
+            return False
+
+    @property
+    def journal_path(self) -> Path:
+        return self.runtime_dir / "install.json"
+
+    # -- identity -----------------------------------------------------------------------------
+
+    @property
+    def workspace_id(self) -> str:
+        """``w-`` + 8 hex, created on first use; one durable value however many threads and
+        processes ask at once the first time (they serialise on the write lock)."""
+        if self._workspace_id is None:
+            found = self._read_workspace_id()
+            if found is None:
+                with self.lock(timeout=IDENTITY_LOCK_TIMEOUT):
+                    found = self._read_workspace_id()
+                    if found is None:
+                        found = "w-" + uuid.uuid4().hex[:8]
+                        self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                        atomic_write_text(self.runtime_dir / "workspace-id", found + "\n")
+            self._workspace_id = found
+        return self._workspace_id
+
+    def _read_workspace_id(self) -> str | None:
+        try:
+            text = (self.runtime_dir / "workspace-id").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text if WORKSPACE_ID_RE.fullmatch(text) else None
+
+    # -- the write lock -------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, timeout: float | None = 1.0) -> Iterator[None]:
+        """Hold ``<runtime>/write.lock``: exclusive across processes and threads, re-entrant in
+        the thread that holds it. Busy after ``timeout`` ⇒ ConcurrentUpdate (retryable)."""
+        self.check_layout()
+        self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock = _process_lock(self.runtime_dir / "write.lock")
+        lock.acquire(timeout)
+        try:
+            yield
+        finally:
+            lock.release()
+
+    @property
+    def locked_here(self) -> bool:
+        """True when the calling thread holds the write lock."""
+        return _process_lock(self.runtime_dir / "write.lock").held_here
+
+    # -- runtime.json ---------------------------------------------------------------------------
+
+    @property
+    def runtime_path(self) -> Path:
+        return self.runtime_dir / "runtime.json"
+
+    def load_runtime(self) -> RuntimeState:
+        """Missing, unreadable, not JSON or not an object ⇒ defaults (never raises: a raising
+        load would stop this workspace writing forever)."""
+        try:
+            obj = json.loads(self.runtime_path.read_bytes().decode("utf-8"))
+        except (OSError, ValueError):
+            return RuntimeState()
+        return RuntimeState.from_obj(obj)
+
+    def save_runtime(self, state: RuntimeState) -> None:
+        self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_text(self.runtime_path, state.dumps())
+
+    # -- generation ----------------------------------------------------------------------------
+
+    @property
+    def generation_path(self) -> Path:
+        return self.runtime_dir / GENERATION_FILE
+
+    def generation(self) -> int | None:
+        return read_generation(self.runtime_dir)
+
+    def bump_generation(self) -> int:
+        """Move the install counter (caller holds the write lock). A hint, not a record: a
+        crash before it moves is caught by the readers' periodic full check."""
+        value = (self.generation() or 0) + 1
+        atomic_write_text(self.generation_path, f"{value}\n", durable=False)
+        return value
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def maintain_history(self) -> None:
+        """Keep the git history about as big as the text it holds (caller holds the lock).
+
+        Git stores each commit's changed files whole (compressed) until they are packed as
+        deltas; a topic that grows by a paragraph per write would cost its whole size per
+        write. Every ``PACK_EVERY`` commits the loose objects are packed (and packs merged
+        geometrically, see ``GitRepo.repack``)."""
+        path = self.runtime_dir / "history-commits"
+        try:
+            count = int(path.read_text(encoding="ascii")) + 1
+        except (OSError, ValueError):
+            count = 1
+        if count >= PACK_EVERY:
+            self.git.repack()
+            count = 0
+        atomic_write_text(path, f"{count}\n", durable=False)
+
+    # -- revision -------------------------------------------------------------------------------
+
+    def is_internal(self, rel: str) -> bool:
+        """Runtime paths hidden from listings and from the revision (runtime.json aside)."""
+        first = rel.split("/", 1)[0]
+        if first == ".git":
+            return True
+        for name in (RUNTIME_NAME, LEGACY_RUNTIME_NAME):
+            if first == name or first.startswith(name + "-"):
+                return True
+        return False
+
+    def revision_files(self) -> list[str]:
+        """Workspace-relative paths the revision covers, sorted."""
+        out: list[str] = []
+        if not self.root.is_dir():
+            return out
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            rel_dir = os.path.relpath(dirpath, self.root)
+            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+            dirnames[:] = sorted(d for d in dirnames if not self.is_internal(rel_dir + d)
+                                 and not os.path.islink(os.path.join(dirpath, d)))
+            for name in filenames:
+                rel = rel_dir + name
+                if self.is_internal(rel) or os.path.islink(os.path.join(dirpath, name)):
+                    continue
+                out.append(rel)
+        runtime_json = f"{self.runtime_name}/runtime.json"
+        path = self.root / runtime_json
+        if path.is_file() and not path.is_symlink():
+            out.append(runtime_json)
+        return sorted(out)
+
+    def revision(self) -> str:
+        """First 32 hex of SHA-256 over the sorted files (path NUL bytes NUL), internal paths
+        excluded except runtime.json. Equal revisions mean nobody changed memory."""
+        digest = hashlib.sha256()
+        for rel in self.revision_files():
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError:
+                continue  # vanished while walking; a later re-check sees the difference
+            digest.update(os.fsencode(rel) + b"\0" + data + b"\0")
+        return digest.hexdigest()[:32]
+
+    def snapshot(self) -> dict[str, tuple[tuple[int, int, int, int], str | None]]:
+        """A cheap stand-in for :meth:`revision` when only "did anything change?" matters
+        (a transaction's concurrent-update check): each revision file's fingerprint (mtime,
+        ctime, size, inode), with the content hash of files modified too recently for their
+        fingerprint to be trusted (a same-tick rewrite keeps it). See :meth:`moved_since`."""
+        from .catalog import fingerprint, is_racy, sha256
+
+        out: dict[str, tuple[tuple[int, int, int, int], str | None]] = {}
+        now = time.time_ns()
+        for rel in self.revision_files():
+            try:
+                fp = fingerprint(os.lstat(self.root / rel))
+                out[rel] = (fp, sha256((self.root / rel).read_bytes())
+                            if is_racy(fp, now) else None)
+            except OSError:
+                continue
+        return out
+
+    def moved_since(self, snapshot: dict[str, tuple[tuple[int, int, int, int], str | None]]
+                    ) -> bool:
+        """True when some memory file changed since ``snapshot`` was taken."""
+        from .catalog import sha256
+
+        now = self.snapshot()
+        if now.keys() != snapshot.keys():
+            return True
+        for rel, (fp, sha) in snapshot.items():
+            if now[rel][0] != fp:
+                return True
+            if sha is not None:
+                try:
+                    if sha256((self.root / rel).read_bytes()) != sha:
+                        return True
+                except OSError:
+                    return True
+        return False
+
+    # -- topics -----------------------------------------------------------------------------------
+
+    def topic_paths(self) -> list[str]:
+        """Workspace-relative paths of every regular ``topics/**.md`` (no symlinks), sorted."""
+        return regular_files(self.root, self.topics_dir, ".md")
+
+    def read_topic(self, rel: str, *, strict: bool = True) -> TopicDoc:
+        return parse_topic_bytes((self.root / rel).read_bytes(), rel, strict=strict)
+
+    def topic_docs(self, *, strict: bool = True) -> list[TopicDoc]:
+        """Every topic file parsed (strict: the first broken rule raises TopicFormatError)."""
+        return [self.read_topic(rel, strict=strict) for rel in self.topic_paths()]
+
+    def find_block(self, block_id: str) -> tuple[TopicDoc, Block] | None:
+        """The block whose id or alias is ``block_id`` (files parsed leniently, so one broken
+        file does not hide the others)."""
+        for doc in self.topic_docs(strict=False):
+            block = doc.block(block_id)
+            if block is not None:
+                return doc, block
+        return None
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def add_install_hook(self, fn: Callable[["WorkspaceDir", "TransactionResult"], None]) -> None:
+        """Call ``fn(workspace, result)`` after each successful install (a failing hook is
+        reported in ``result.warnings`` and never undoes the install). Adding the same hook
+        twice registers it once."""
+        if fn not in self._install_hooks:
+            self._install_hooks.append(fn)
+
+    @property
+    def install_hooks(self) -> list[Callable[["WorkspaceDir", "TransactionResult"], None]]:
+        return list(self._install_hooks)

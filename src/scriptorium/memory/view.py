@@ -1,0 +1,45 @@
+"""What the upkeep modules (status, verify, migrate, the watcher) need of a
+:class:`~scriptorium.memory.writing.Memory`, as a Protocol: they depend on this, not on the
+write path above them, so no import runs upward.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..config import Settings
+from ..sessions import SessionStore
+from .failures import BlockedBranches
+from .records import Record
+from .results import SessionResult
+from .workspace import Workspace
+from .writers import Writer
+
+
+class MemoryView(Protocol):
+    """The parts of a Memory that its upkeep operations use."""
+
+    store: SessionStore
+    workspace: Workspace
+    settings: Settings
+    blocked: BlockedBranches
+
+    @property
+    def writer(self) -> Writer: ...
+
+    def pending(self, session_id: str, tip: str | None = None) -> list[Record]: ...
+
+    def branch_qualifies(self, session_id: str, tip: str | None) -> bool: ...
+
+    def write_branch(self, session_id: str, tip: str) -> SessionResult: ...
+
+    def side_branch_due(self, session_id: str, tip: str | None,
+                        pending: list[Record]) -> tuple[bool, str]: ...
+
+    def branch_records(self, session_id: str, tip: str | None = None) -> list[Record]: ...
+
+    def live_tips(self, session_id: str) -> list[str | None]: ...
+
+    def session_status(self, session_id: str) -> dict[str, Any]: ...
+
+    def write_session(self, session_id: str) -> SessionResult: ...

@@ -1,0 +1,75 @@
+"""One locked write on a session, and what the operation mixins (and the bulk appender) need
+of the store for it.
+
+:class:`~.store.SessionStore` is assembled from mixins (the fork operations and others); each
+mixin runs its work inside the store's locked write. They annotate ``self`` with
+:class:`LockedStore` — the store's locked-write primitives — so no mixin imports the store
+that imports it.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..fsutil import FileLock
+
+from .index import SessionIndex
+from .node import Node
+
+
+@dataclass
+class Op:
+    """One locked write: the fresh index, head-move events to announce after unlocking, and
+    what went wrong after the write was already durable (a git commit that failed)."""
+
+    sid: str
+    idx: SessionIndex
+    events: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class LockedStore(Protocol):
+    """The store's primitives for work under the session lock (see SessionStore)."""
+
+    git: bool
+    root: Path
+
+    def exists(self, sid: str) -> bool: ...
+
+    def _writing(self, sid: str) -> AbstractContextManager[Op]: ...
+
+    def _append_locked(self, op: Op, node: Node, *, advance: bool = True) -> bool: ...
+
+    def _move_head(self, op: Op, node_id: str | None) -> None: ...
+
+    def _rewrite_metadata_locked(self, op: Op, node_id: str, patch: dict[str, Any]) -> None: ...
+
+    def _meta_for_write(self, idx: SessionIndex) -> dict[str, Any]: ...
+
+    def _write_meta(self, idx: SessionIndex, meta: dict[str, Any]) -> None: ...
+
+    def _commit(self, op: Op, message: str, *, soft: bool = False) -> str | None: ...
+
+    def _maybe_commit(self, op: Op, node: Node, commit: bool | None) -> str | None: ...
+
+
+HeadMoves = list[tuple[str, str | None, str | None]]
+
+
+class BulkStore(Protocol):
+    """What :class:`~.bulk.BulkAppender` needs of the store: the session's locks, its meta
+    file, and telling listeners and other processes about head moves."""
+
+    def _require(self, sid: str) -> Path: ...
+
+    def _locks(self, sid: str) -> tuple[threading.RLock, FileLock]: ...
+
+    def _read_meta_file(self, path: Path) -> dict[str, Any]: ...
+
+    def _log_moves(self, events: HeadMoves) -> None: ...
+
+    def _announce(self, events: HeadMoves) -> None: ...
