@@ -37,8 +37,10 @@ def test_every_operation_is_a_method_of_memory(tmp_path):
     assert result.marked == ["u1", "a1"] and result.failure is None
     status = mem.status(["trip"])
     assert status["sessions"][0]["branches"][0]["pending_turns"] == 0
-    [hit] = mem.search("budget")
-    assert hit.path == "topics/lisbon-offsite.md" and hit.sources == ["openprogram/trip/u1"]
+    hits = mem.search("budget")
+    assert hits and {h.path for h in hits} == {"topics/lisbon-offsite.md"}
+    hit = hits[0]  # the value and its current-state line both cite the turns that set it
+    assert "openprogram/trip/u1" in hit.sources
     shown = mem.show(hit.block_id)
     assert shown["kind"] == "block" and "50k" in shown["markdown"]
     followed = mem.follow("openprogram/trip/u1")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptorium.config import load_settings
-from scriptorium.memory.citations import citation_map
+from scriptorium.memory.citations import block_sources, cited_sources
 from scriptorium.memory.records import MARK_KEY
 from scriptorium.memory.verify import verify
 from scriptorium.memory.workspace import Workspace
@@ -255,6 +255,18 @@ def git_clean(home: Path, *paths: str) -> bool:
     return out.stdout.strip() == ""
 
 
+def written_twice(workspace: Workspace) -> list[str]:
+    """Turns a redo wrote again: cited by two blocks that say the same thing. (One turn may
+    back several different claims: a fact and the current-state line summing it up.)"""
+    seen: Counter[tuple[str, str]] = Counter()
+    for doc in workspace.topic_docs():
+        for block in doc.blocks:
+            said = " ".join(claim.text for claim in block.claims)
+            for ref in block_sources(workspace, doc, block):
+                seen[(ref, said)] += 1
+    return sorted({ref for (ref, _), n in seen.items() if n > 1})
+
+
 @dataclass
 class Final:
     eligible: int = 0
@@ -268,8 +280,8 @@ def final_state(home: Path) -> Final:
     """Every eligible turn of every live branch: marked for this workspace and cited."""
     mem = open_memory(home, trigger=1)
     out = Final()
-    cited = citation_map(mem.workspace)
-    out.duplicate_citations = sorted(ref for ref, where in cited.items() if len(where) > 1)
+    out.duplicate_citations = written_twice(mem.workspace)
+    cited = cited_sources(mem.workspace)
     seen: set[str] = set()
     for row in mem.store.list_sessions():
         sid = row["session_id"]

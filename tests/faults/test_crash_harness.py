@@ -31,7 +31,8 @@ def test_kills_at_every_step_and_at_random_points_lose_no_turn_and_cost_at_most_
     # zero omissions: every eligible turn of every live branch is marked for this workspace
     assert stats.final.eligible > 50
     assert stats.final.omissions == [] and stats.final.uncited == []
-    # at most one redone batch per crash, and no turn cited by two blocks
+    # at most one redone batch per crash, and no turn written twice (two blocks saying the
+    # same thing from it)
     assert stats.redone <= stats.crashes
     assert stats.final.duplicate_citations == []
     # history intact: fsck passed after every restart (check_workspace), and it holds the files

@@ -174,9 +174,11 @@ def test_batches_are_greedy_prefixes_within_the_budget(tmp_path):
     writer = RecordingWriter()
     report = backfill(ws, writer, budget_tokens=budget)
     assert writer.seen == order  # in order, each once
-    assert writer.calls[0] == order[:2]
+    same_thread = order[0].split("/")[1] == order[1].split("/")[1]
+    assert writer.calls[0] == (order[:2] if same_thread else order[:1])
     for call in writer.calls:
         assert len(call) == 1 or sum(tokens[r] for r in call) <= budget
+        assert len({ref.split("/")[1] for ref in call}) == 1  # one conversation per batch
     assert report.batches == len(writer.calls) >= 2
 
 
@@ -192,6 +194,25 @@ def test_item_tokens_count_the_whole_record_line(tmp_path):
     ws = workspace_with_sources(tmp_path / "memory")
     for c in candidates(ws):
         assert c.tokens == max(1, count_tokens(c.frame.text)) > count_tokens(c.frame.content)
+
+
+def test_each_conversation_is_filed_under_its_own_subject_never_another_conversations(tmp_path):
+    root = tmp_path / "memory"
+    write_v2(root, "pg", v2_text("pg", [("p1", "Production PostgreSQL runs version 16"),
+                                        ("p2", "PostgreSQL replicas lag under 5 seconds")]))
+    write_v2(root, "lis", v2_text("lis", [("o1", "Lisbon offsite planning for the team"),
+                                          ("o2", "The offsite budget is 4000 euros")]))
+    ws = Workspace.open(root)
+    writer = RecordingWriter()
+    report = backfill(ws, writer, budget_tokens=10_000)  # room for everything in one batch
+    assert report.status == "ok" and report.batches == 2
+    topics = {p.relative_to(root / "topics").as_posix(): p.read_text()
+              for p in (root / "topics").rglob("*.md")}
+    assert len(topics) == 2
+    lisbon = next(t for name, t in topics.items() if "lisbon" in name or "offsite" in name)
+    postgres = next(t for name, t in topics.items() if "postgresql" in name)
+    assert "4000 euros" in lisbon and "PostgreSQL" not in lisbon
+    assert "4000" not in postgres and "replicas" in postgres
 
 
 def _cand(n: int, tokens: int) -> Candidate:

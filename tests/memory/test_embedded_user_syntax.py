@@ -58,7 +58,7 @@ def test_topic_syntax_in_a_user_message_is_written_as_text_and_the_branch_moves_
     assert marked(mem) == {"u1", "a1", "u2"}
     docs = mem.workspace.topic_docs()  # strict parse: raises on any broken rule
     blocks = [b for d in docs for b in d.blocks]
-    assert len(blocks) == 3 and not any(b.links for b in blocks)  # one per one-turn batch
+    assert len(blocks) >= 3 and not any(b.links for b in blocks)  # facts and current state
     words = [w for w in text.replace("[", " ").replace("]", " ").split() if w.isalpha()]
     body = "\n".join(b.text for b in blocks)
     assert all(w in body for w in words), "what was said is still stated"

@@ -43,19 +43,22 @@ def turns_in(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def topic_for(body: dict[str, Any], *, cite: str | None = None) -> str:
-    """A valid topic paragraph per turn, citing the turn's own ref (or ``cite``)."""
+def topic_for(body: dict[str, Any], *, cite: str | None = None, bare: bool = False) -> str:
+    """A valid topic paragraph per turn, citing the turn's own ref (or ``cite``); ``bare``
+    writes each footnote's Sources as the bare handle, as some models do."""
     paragraphs, definitions = [], []
     for n, (day, turn) in enumerate(turns_in(body), 1):
         who = "The user" if turn["speaker"] == "user" else "The assistant"
         paragraphs.append(f"{who} said: {turn['content']}[^e{n}]")
-        definitions.append(f"[^e{n}]: Time: `{day}`; Sources: [what was said]"
-                           f"({cite or turn['ref']})")
+        target = cite or turn["ref"]
+        definitions.append(f"[^e{n}]: Time: `{day}`; Sources: " +
+                           (target if bare else f"[what was said]({target})"))
     return "# Habits\n\n" + " ".join(paragraphs) + "\n\n" + "\n".join(definitions) + "\n"
 
 
-def writes_topic(path: str = "topics/habits.md", cite: str | None = None):
-    return lambda body: reply(tool_call("write", path=path, content=topic_for(body, cite=cite)))
+def writes_topic(path: str = "topics/habits.md", cite: str | None = None, bare: bool = False):
+    return lambda body: reply(tool_call("write", path=path,
+                                        content=topic_for(body, cite=cite, bare=bare)))
 
 
 # -- fixtures ------------------------------------------------------------------------------
@@ -114,6 +117,29 @@ def test_a_good_run_installs_a_topic_and_marks_the_batch(home, key):
     assert len(runs) == 1 and runs[0]["outcome"] == "finished"
     assert runs[0]["refs"] == ["openprogram/s/u1", "openprogram/s/a1", "openprogram/s/u2"]
     assert runs[0]["tool_calls"] == [{"round": 1, "tool": "write", "status": "ok"}]
+
+
+def test_a_footnote_listing_a_bare_source_handle_is_normalised_into_a_link_not_rejected(
+        home, key):
+    with ScriptedServer([writes_topic(bare=True), final()]) as server:
+        mem = memory_with(home, server)
+        result = mem.write_session("s")
+    assert result.failure is None and marks(mem) == {"u1", "a1", "u2"}
+    text = topics_tree(mem)["habits.md"]
+    links = re.findall(r"Sources: \[source\]\(\.\./sources/openprogram/_v2/s\.md#"
+                       r"source-[0-9a-f]{16}\)$", text, re.M)
+    assert len(links) == 3, text
+    assert "Sources: openprogram/" not in text
+
+
+def test_a_bare_handle_that_is_not_evidence_of_the_batch_is_still_rejected(home, key):
+    foreign = "openprogram/other-session/n1"
+    with ScriptedServer([writes_topic(cite=foreign, bare=True), final(),
+                         writes_topic(cite=foreign, bare=True), final()]) as server:
+        mem = memory_with(home, server)
+        result = mem.write_session("s")
+    assert result.failure is not None and result.failure.reason_code == "COMMIT_REJECTED"
+    assert marks(mem) == set() and topics_tree(mem) == {}
 
 
 def test_a_run_that_edits_nothing_is_no_progress_and_marks_nothing(home, key):

@@ -163,9 +163,12 @@ def test_an_invalid_date_or_an_empty_window_is_refused(offsite, kw):
         search(offsite, "twelve", **kw)
 
 
-def test_a_speaker_filter_on_topic_claims_is_a_clear_error(offsite):
-    with pytest.raises(InvalidInput, match="sources"):
-        search(offsite, "twelve", speaker="user")
+def test_a_speaker_filter_on_topic_claims_keeps_only_claims_citing_that_speakers_turns(offsite):
+    hits = search(offsite, "twelve", top_k=10)
+    assert hits
+    kept = search(offsite, "twelve", speaker="user", top_k=10)
+    assert all(h.kind == "claim" for h in kept)
+    assert search(offsite, "twelve", speaker="nobody-at-all", top_k=10) == []
 
 
 @pytest.mark.parametrize("top_k", [0, -1, 1001, True, "5"])

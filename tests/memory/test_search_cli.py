@@ -46,8 +46,11 @@ def test_search_flags_filter_and_limit(filled):
     june = filled.json("memory", "search", "hotel", "--since", "2026-06", "--until", "2026-06")
     assert [h["text"] for h in june["hits"]] == ["The hotel is booked for June."]
     turns = filled.json("memory", "search", "hotel", "--sources", "--speaker", "ana")
-    assert [h["source_id"] for h in turns["hits"]] == ["openprogram/trip/t1"]
-    assert all(h["kind"] == "source" for h in turns["hits"])
+    assert [h.get("source_id") for h in turns["hits"] if h.get("kind") == "source"] \
+        == ["openprogram/trip/t1"]
+    assert all(h["sources"] == ["openprogram/trip/t1"] for h in turns["hits"])
+    claims = filled.json("memory", "search", "hotel", "--speaker", "u-ana")["hits"]
+    assert [h["text"] for h in claims] == ["The user wants a hotel near the beach."]
 
 
 def test_search_prints_readable_hits_without_json(filled):
@@ -59,7 +62,7 @@ def test_search_prints_readable_hits_without_json(filled):
 
 
 @pytest.mark.parametrize("args", [
-    ["hotel", "--speaker", "ana"],                 # speaker without --sources
+    ["hotel", "--speaker", " "],                   # an empty speaker
     ["hotel", "--top-k", "0"],
     ["hotel", "--since", "June"],
     ["hotel", "--path", "../../etc"],

@@ -372,6 +372,28 @@ def test_the_normaliser_renders_plain_handles_as_canonical_relative_links():
                        "../../sources/openprogram_off.md#n3"]
 
 
+def test_a_bare_source_handle_is_rejected_by_strict_parsing_with_the_fix_named():
+    text = doc("A.[^e-aaaaaaaaaa] ^b1", "[^e-aaaaaaaaaa]: Time: `2026`; Sources: openprogram/s/n1")
+    with pytest.raises(TopicFormatError, match=r"bare handle 'openprogram/s/n1'.*\[label\]"):
+        parse_topic(text, P)
+
+
+def test_the_normaliser_links_bare_source_handles_in_a_footnote():
+    text = doc("A.[^e1] B.[^e2]", "[^e1]: Time: `2026`; Sources: openprogram/off/n1",
+               "[^e2]: Time: `2026`; Sources: openprogram/off/n2, openprogram/off/n3")
+    parsed = parse_topic(norm(text), P)
+    links = [(s.label, s.target) for ev in parsed.evidence.values() for s in ev.sources]
+    assert links == [("source", "../../sources/openprogram_off.md#n1"),
+                     ("source", "../../sources/openprogram_off.md#n2"),
+                     ("source", "../../sources/openprogram_off.md#n3")]
+
+
+def test_a_bare_handle_that_does_not_resolve_still_fails_validation():
+    text = doc("A.[^e1]", "[^e1]: Time: `2026`; Sources: missing/s/n1")
+    out = norm(text)
+    assert "[source](missing/s/n1)" in out
+
+
 def test_a_target_that_does_not_resolve_is_left_for_validation_to_report():
     text = doc("A.[^e1]", "[^e1]: Time: `2026`; Sources: [x](missing/s/n1)")
     assert "(missing/s/n1)" in norm(text)

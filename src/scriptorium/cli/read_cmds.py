@@ -37,7 +37,8 @@ def _human_hits(data: dict[str, Any]) -> str:
 @click.option("--since", default=None, help="Evidence dated on or after YYYY[-MM[-DD]].")
 @click.option("--until", default=None, help="Evidence dated on or before YYYY[-MM[-DD]].")
 @click.option("--speaker", default=None,
-              help="Archived turns of this speaker (id, name or label; needs --sources).")
+              help="What this speaker said: claims citing their turns, and with --sources the "
+                   "turns themselves (id, name or label, any case).")
 @click.option("--sources", "include_sources", is_flag=True,
               help="Also search the archived turns themselves.")
 @click.option("--method", type=click.Choice(["bm25", "embedding", "hybrid"]), default="bm25",

@@ -83,24 +83,40 @@ def candidates(workspace: Workspace) -> list[Candidate]:
 
 
 def next_batch(pending: Sequence[Candidate], budget_tokens: int) -> list[Candidate]:
-    """The greedy prefix whose token sum stays within the budget; always at least one item."""
+    """The greedy prefix whose token sum stays within the budget, all from one conversation
+    (provider and thread), so each is filed under its own subject; never empty."""
     batch: list[Candidate] = []
     total = 0
     for item in pending:
-        if batch and total + item.tokens > budget_tokens:
+        if batch and (total + item.tokens > budget_tokens
+                      or _thread(item) != _thread(batch[0])):
             break
         batch.append(item)
         total += item.tokens
     return batch
 
 
+def _thread(item: Candidate) -> tuple[str, str]:
+    provider, thread, _ = split_source_id(item.source_id)
+    return provider, thread
+
+
 def to_record(frame: Frame, ordinal: int = 0) -> Record:
     """A writer input row for an archived source (the session store is never consulted)."""
     provider, thread, message = split_source_id(frame.source_id)
+    display = frame.speaker_display or ("" if frame.label in ("user", "assistant")
+                                        else frame.label)
     return Record(session_id=thread, node_id=message,
                   role="assistant" if frame.label == "assistant" else "user",
                   content=frame.content, timestamp=frame.timestamp or None, ordinal=ordinal,
-                  mark=None, tokens=max(1, count_tokens(frame.text)), provider=provider)
+                  mark=None, tokens=max(1, count_tokens(frame.text)), provider=provider,
+                  speaker_id=frame.speaker_id or "", speaker_display=display)
+
+
+def opening(workspace: Any, path: str) -> str:
+    """What the conversation archived in ``path`` opened with: its subject when untitled."""
+    frames = workspace.sources.file_status(path).frames
+    return frames[0].content if frames else ""
 
 
 def _write_batch(workspace: Workspace, writer: Writer, batch: list[Candidate],
@@ -110,6 +126,7 @@ def _write_batch(workspace: Workspace, writer: Writer, batch: list[Candidate],
     rows = [to_record(c.frame, k) for k, c in enumerate(batch)]
     run_writer(workspace, writer,
                WriteJob(batch=rows, cited=cited, purpose="backfill",
+                        subject_hint=opening(workspace, batch[0].frame.path),
                         log_dir=workspace.runtime_dir),
                refs=refs, message=f"memory: backfill {len(refs)} source(s)")
 

@@ -17,6 +17,7 @@ from ..redact import redact
 from ..sessions.kinds import is_runtime, is_spawn_root, message_is_summary
 from ..tokens import count_tokens
 from .sources import SourceRecord
+from .sources.ids import normalize_speaker, speaker_label
 
 MARK_KEY = "memory_written_scriptorium"
 PROVIDER = "openprogram"  # provider name of session turns, kept for compatibility
@@ -40,6 +41,20 @@ class Record:
     # "retry" (a regenerated reply), "spawn" (the task a sub-agent was given), "sub-agent"
     # (a later turn of that sub-agent's branch), or "" for an ordinary turn.
     origin: str = ""
+    # The node's own speaker identity (metadata ``speaker_id`` / ``speaker_display``, as the
+    # reference system writes them); empty when the turn has none and its role says who spoke.
+    speaker_id: str = ""
+    speaker_display: str = ""
+
+    @property
+    def speaker(self) -> str:
+        """Who said it, as the archive labels it: ``display (id)``, display, id, else role."""
+        return speaker_label(self.role, self.speaker_id, self.speaker_display)
+
+    @property
+    def speaker_name(self) -> str:
+        """Who said it, for prose: the display name, else the id, else "" (use the role)."""
+        return normalize_speaker(self.speaker_display) or normalize_speaker(self.speaker_id)
 
     @property
     def source_id(self) -> str:
@@ -123,8 +138,14 @@ def records(session_id: str, branch: Sequence[Mapping[str, Any]], *,
             mark=mark if isinstance(mark, str) else None,
             tokens=max(1, count_tokens(text)),
             origin=origin,
+            speaker_id=redact(_text_field(message.get("speaker_id"))),
+            speaker_display=redact(_text_field(message.get("speaker_display"))),
         ))
     return out
+
+
+def _text_field(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
 
 
 def _origin(message: Mapping[str, Any], in_sub_agent: bool) -> str:
@@ -174,4 +195,5 @@ def to_source_record(record: Record) -> SourceRecord:
     reference names session turns)."""
     return SourceRecord(provider="openprogram", thread=record.session_id,
                         message=record.node_id, role=record.role, content=record.content,
-                        timestamp=record.iso_time())
+                        timestamp=record.iso_time(), speaker_id=record.speaker_id,
+                        speaker_display=record.speaker_display)

@@ -29,9 +29,12 @@ __all__ = [
     "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "TopicDoc",
     "parse_topic", "parse_topic_bytes", "render_topic", "render_block", "render_evidence",
     "normalize_topic", "validate_tree", "repoint_block_links", "is_local_label", "valid_when",
-    "BLOCK_ID_RE", "FOOTNOTE_ID_RE",
+    "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "SUPERSEDED_MARK",
 ]
 
+# How a claim says a later one replaced it ("… (superseded: now 150)"); search ranks such
+# claims below the value that holds.
+SUPERSEDED_MARK = "(superseded"
 BLOCK_ID_RE = re.compile(r"[A-Za-z0-9-]+")
 FOOTNOTE_ID_RE = re.compile(r"[A-Za-z0-9_-]+")
 # Labels a writer uses for evidence it adds; the runtime replaces them with ``e-<10 hex>``.
@@ -177,6 +180,19 @@ def valid_when(when: str) -> bool:
     return True
 
 
+BARE_HANDLE_LABEL = "source"
+_BARE_HANDLE_RE = re.compile(r"[^\s\[\]()`,]+/[^\s\[\]()`,]+/[^\s\[\]()`,]+|D\d+:\d+")
+
+
+def _bare_handles(text: str) -> list[str] | None:
+    """The handles of a Sources list written as bare source ids (``openprogram/s/n, …``), or
+    None when the list is anything else."""
+    parts = [part.strip() for part in _SOURCE_SEP_RE.split(text.strip())] if text.strip() else []
+    if parts and all(_BARE_HANDLE_RE.fullmatch(part) for part in parts):
+        return parts
+    return None
+
+
 def _classify(stripped: str) -> str:
     if not stripped:
         return "blank"
@@ -267,6 +283,13 @@ class _Parser:
         out: list[SourceLink] = []
         pos = 0
         text = text.rstrip()
+        bare = _bare_handles(text)
+        if bare is not None:
+            # A model's shorthand the reference's normaliser turns into links: strict parsing
+            # names it, the normaliser (lenient) renders each handle as a labelled link.
+            self.problem(line, f"Sources lists a bare handle {bare[0]!r} (expected "
+                               f"'[label]({bare[0]})'; the normaliser links it)")
+            return [SourceLink(BARE_HANDLE_LABEL, handle) for handle in bare]
         while True:
             m = _SOURCE_RE.match(text, pos)
             if not m:

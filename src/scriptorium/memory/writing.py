@@ -34,7 +34,7 @@ from .citations import cited_sources
 from .failures import BlockedBranches, Failure, classify
 from .migrate import migrate_if_needed
 from .progress import Progress
-from .records import (MARK_KEY, Record, first_batch, is_record, message_text, records,
+from .records import (MARK_KEY, PROVIDER, Record, first_batch, is_record, message_text, records,
                       to_source_record, total_tokens)
 from .side_branches import (ARCHIVED, AT_BOUNDARY, BELOW_THRESHOLD, FAILURE, PendingBranch,
                             side_branch_due)
@@ -166,10 +166,12 @@ class Memory:
                 refs = [r.source_id for r in batch]
                 cited = cited_sources(self.workspace, refs)
                 title = redact(str(self.store.get_meta(session_id).get("title") or ""))
+                line, side_branch = self._line_of(session_id, batch, tip)
                 result, audit = run_writer(
                     self.workspace, self.writer,
                     WriteJob(batch=list(batch), cited=frozenset(cited), session_title=title,
-                             subject_hint=opening, log_dir=self.workspace.runtime_dir),
+                             subject_hint=opening, line=line, side_branch=side_branch,
+                             log_dir=self.workspace.runtime_dir),
                     refs=refs, own_blocks=own_blocks,
                     message=f"memory: write {len(batch)} turn(s) of {session_id}")
                 step.changed_files = list(result.changed_files)
@@ -207,6 +209,17 @@ class Memory:
                               step.marked, at)
         except OSError:
             pass  # a report that cannot be saved never turns a write into a failure
+
+    def _line_of(self, session_id: str, batch: Sequence[Record],
+                 tip: str | None) -> tuple[frozenset[str], bool]:
+        """The source ids of the turns before ``batch`` on its branch (what a later turn may
+        correct), and whether that branch is off the session's head (its values are then
+        alternatives, not corrections of the head's)."""
+        in_batch = {r.node_id for r in batch}
+        line = frozenset(f"{PROVIDER}/{session_id}/{m['id']}"
+                         for m in self.store.get_branch(session_id, batch[-1].node_id)
+                         if isinstance(m.get("id"), str) and m["id"] not in in_batch)
+        return line, tip is not None and tip != self.store.head(session_id)
 
     def _would_strand(self, session_id: str,
                       batch: Sequence[Record]) -> tuple[list[str], str]:

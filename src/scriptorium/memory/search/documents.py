@@ -128,13 +128,22 @@ class Document:
 
 Resolve = Callable[[str, str], "str | None"]
 Trusted = Callable[[str], "bool | None"]
+Speakers = Callable[[str], "list[str]"]
+
+
+def speaker_keys(frame: Frame) -> list[str]:
+    """What ``--speaker`` matches for a turn: its speaker id, display name and label, any case."""
+    keys = [k.casefold() for k in (frame.speaker_id, frame.speaker_display, frame.label) if k]
+    return list(dict.fromkeys(keys))
 
 
 def claim_documents(doc: TopicDoc, resolve: Resolve,
-                    trusted: Trusted = lambda _sid: True) -> tuple[list[Document], int]:
+                    trusted: Trusted = lambda _sid: True,
+                    speakers: Speakers = lambda _sid: []) -> tuple[list[Document], int]:
     """The claims of every identified block of ``doc`` (legacy ``mem_`` blocks too), and how
     many footnote targets did not resolve to an archived source (so the caller can look
-    again once more evidence is archived)."""
+    again once more evidence is archived). A claim's speakers are those of the turns it
+    cites, so ``--speaker`` finds what a person said in the notes as well as the archive."""
     out: list[Document] = []
     unresolved = 0
     resolved_cache: dict[str, list[str]] = {}
@@ -173,10 +182,12 @@ def claim_documents(doc: TopicDoc, resolve: Resolve,
             ranges = [r for r in (when_range(w) for w in dates) if r is not None]
             is_trusted = not dangling and bool(sources) and all(
                 trusted(sid) is True for sid in sources)
+            keys = list(dict.fromkeys(k for sid in sources for k in speakers(sid)))
             out.append(Document(
                 kind="claim", path=doc.path, line=block.line, text=claim.text,
                 block_id=block.id or None, claim=n, headings=list(block.headings),
-                dates=sorted(dates), ranges=ranges, sources=sources, trusted=is_trusted))
+                dates=sorted(dates), ranges=ranges, sources=sources, trusted=is_trusted,
+                speakers=keys))
     return out, unresolved
 
 
@@ -190,12 +201,11 @@ def frame_documents(frames: Iterable[Frame]) -> list[Document]:
             continue
         seen.add(frame.source_id)
         day = timestamp_day(frame.timestamp)
-        keys = [k.casefold() for k in (frame.speaker_id, frame.speaker_display, frame.label)
-                if k]
+        keys = speaker_keys(frame)
         out.append(Document(
             kind="source", path=frame.path, line=frame.line + 1, text=frame.content,
             headings=[], dates=[day] if day else [], ranges=[(day, day)] if day else [],
             sources=[frame.source_id], source_id=frame.source_id, version=frame.version,
-            speakers=list(dict.fromkeys(keys)), speaker=frame.label or "",
+            speakers=keys, speaker=frame.label or "",
             trusted=bool(frame.trusted)))
     return out

@@ -37,12 +37,14 @@ from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive, parse_v2, read_legacy, read_text
 from ..topics import parse_topic
 from ..directory import read_generation
-from .documents import Document, claim_documents, frame_documents, logical_path
+from .documents import (Document, claim_documents, frame_documents, logical_path,
+                        speaker_keys)
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "2"  # 2: contentless FTS (the text is stored once, in docs)
+SCHEMA_VERSION = "3"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
+# speakers of the turns they cite
 # A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
 # rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
@@ -175,6 +177,10 @@ class _Resolver:
     def trusted(self, source_id: str) -> bool | None:
         frame = self._found.get(source_id) or self.sources.lookup(source_id)
         return None if frame is None else bool(frame.trusted)
+
+    def speakers(self, source_id: str) -> list[str]:
+        frame = self._found.get(source_id) or self.sources.lookup(source_id)
+        return [] if frame is None else speaker_keys(frame)
 
 
 def _kind_of(rel: str) -> str | None:
@@ -529,7 +535,7 @@ class SearchIndex:
         if _kind_of(rel) == "topic":
             text = data.decode("utf-8", errors="replace")
             doc = parse_topic(text, rel, strict=False)  # a hand edit must still be found
-            return claim_documents(doc, resolver.resolve, resolver.trusted)
+            return claim_documents(doc, resolver.resolve, resolver.trusted, resolver.speakers)
         text = read_text(data)
         parts = rel.split("/")
         if len(parts) == 4 and parts[2] == "_v2":

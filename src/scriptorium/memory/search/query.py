@@ -17,6 +17,7 @@ from ...errors import InvalidInput
 from ...sessions import SessionStore
 from ..provenance import ALTERNATIVE, ELSEWHERE, BranchReader, Provenance
 from ..records import PROVIDER
+from ..topics import SUPERSEDED_MARK
 from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
@@ -36,6 +37,7 @@ FUSION_DEPTH = 50  # how deep each ranking goes before fusion
 # first when it is more than twice as relevant as anything on the reader's line.
 BRANCH_DEPTH = 40
 ALTERNATIVE_WEIGHT = 0.5
+SUPERSEDED_WEIGHT = 0.2  # share of its score a superseded claim keeps
 
 
 @dataclass
@@ -138,12 +140,7 @@ def make_filters(*, path_prefix: str | None, since: str | None, until: str | Non
     if speaker is not None:
         if not isinstance(speaker, str) or not speaker.strip():
             raise InvalidInput("empty --speaker")
-        if not include_sources:
-            raise InvalidInput("--speaker filters archived sources only (topic claims have "
-                               "no speaker): pass --sources to search them")
     kinds: tuple[str, ...] = ("claim", "source") if include_sources else ("claim",)
-    if speaker is not None:
-        kinds = ("source",)
     return Filters(kinds=kinds,
                    prefix=normalize_prefix(path_prefix) if path_prefix is not None else None,
                    window=parse_window(since, until),
@@ -202,10 +199,13 @@ def bm25_rows(index: SearchIndex, match: str, filters: Filters,
               limit: int) -> list[tuple[dict[str, Any], float]]:
     clauses, params = _where(filters)
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-    sql = (f"SELECT {_COLUMNS}, bm25(fts, {weights}) AS rank FROM fts "
+    # A claim a later one superseded keeps a fraction of its score: the value that holds
+    # ranks first, the history stays findable.
+    sql = (f"SELECT {_COLUMNS}, bm25(fts, {weights}) * CASE WHEN d.kind = 'claim' AND "
+           f"instr(d.text, ?) > 0 THEN {SUPERSEDED_WEIGHT} ELSE 1.0 END AS rank FROM fts "
            f"JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? AND {' AND '.join(clauses)} "
            "ORDER BY rank, d.path, d.line, d.claim, d.id LIMIT ?")
-    rows = index.rows(sql, [match, *params, limit])
+    rows = index.rows(sql, [SUPERSEDED_MARK, match, *params, limit])
     return [(row, -row["rank"]) for row in rows]
 
 
@@ -236,7 +236,13 @@ def embedding_rows(index: SearchIndex, query: str, filters: Filters, limit: int,
     by_id = {row["id"]: row for row in rows}
     ranked = rank_by_similarity(query_vec, [(row["id"], vectors[keys[row["id"]]])
                                             for row in rows])
+    ranked = sorted(((doc_id, score - 1.0 + SUPERSEDED_WEIGHT if is_superseded(by_id[doc_id])
+                      else score) for doc_id, score in ranked), key=lambda item: -item[1])
     return [(by_id[doc_id], score) for doc_id, score in ranked[:limit]]
+
+
+def is_superseded(row: dict[str, Any]) -> bool:
+    return row["kind"] == "claim" and SUPERSEDED_MARK in row["text"]
 
 
 def _embed_text(row: dict[str, Any]) -> str:
@@ -298,7 +304,8 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
     Filters: ``path_prefix`` (a folder or file under ``topics/`` or ``sources/``; a bare path
     is taken under ``topics/``), a date window ``since``/``until`` (YYYY, YYYY-MM or
     YYYY-MM-DD; a claim matches when one of its evidence dates overlaps it, a turn by its
-    timestamp), ``speaker`` (archived turns only: id, display name or label, any case).
+    timestamp), ``speaker`` (id, display name or label, any case: the
+    turns that person said, and the claims citing them).
     ``method``: ``bm25`` (default), ``embedding`` or ``hybrid`` (reciprocal-rank fusion of
     both); the last two need the optional local embedding model (else EMBEDDING_UNAVAILABLE).
 

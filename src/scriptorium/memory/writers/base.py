@@ -26,6 +26,10 @@ class WriteJob:
     # What the conversation opened with (its branch's first turn): a stable subject for a
     # session without a title.
     subject_hint: str = ""
+    # Source ids of the turns before the batch on its branch, and whether the head does not
+    # follow that branch (see WriteRequest).
+    line: frozenset[str] = frozenset()
+    side_branch: bool = False
     purpose: str = "write"
     # Where a writer may keep its run log (the workspace runtime dir); None = do not log.
     log_dir: Path | None = None
@@ -33,6 +37,7 @@ class WriteJob:
     def on_stage(self, stage: Path, rejection: str | None = None) -> "WriteRequest":
         return WriteRequest(batch=self.batch, stage=stage, cited=self.cited,
                             session_title=self.session_title, subject_hint=self.subject_hint,
+                            line=self.line, side_branch=self.side_branch,
                             purpose=self.purpose, rejection=rejection, log_dir=self.log_dir)
 
 
@@ -44,7 +49,15 @@ class WriteRequest:
     stage: Path
     cited: frozenset[str] = frozenset()  # the batch's source ids committed topics already cite
     session_title: str = ""
-    subject_hint: str = ""  # the branch's opening text (see WriteJob)
+    # What the conversation opened with (its branch's first turn): a stable subject for a
+    # session without a title.
+    subject_hint: str = ""
+    # Source ids of the turns before the batch on its branch: what a later turn of the batch
+    # may correct (claims citing anything else are on another line and are left standing).
+    line: frozenset[str] = frozenset()
+    # The batch is on a branch the session's head does not follow: its values are
+    # alternatives, so they neither supersede committed claims nor change the current state.
+    side_branch: bool = False
     purpose: str = "write"
     # Set on a repair run: why the transaction rejected the previous attempt's edits.
     rejection: str | None = None

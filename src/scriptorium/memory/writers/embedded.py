@@ -1,34 +1,41 @@
-"""The embedded writer: offline, deterministic and fast.
+"""The embedded writer: offline, deterministic and fast notes of what holds.
 
-Each batch becomes topic paragraphs that state what was said, each claim citing the turn it
-came from, filed in a topic named for the conversation's subject (the session title, else its
-most salient words) under sections a reader scans by kind: Decisions, Preferences, Requests,
-Facts, Questions and answers, Sub-agent work. A user turn and the reply that follows it share
-one paragraph (an exchange), so a search for either finds both. Claims say where a turn came
-from when it matters: an edited earlier message is a correction, a regenerated reply is a
-retried answer, a sub-agent's task and report are labelled as such. Turns with nothing to say
-("ok, thanks") add their citation to the paragraph before them, so every turn of the batch is
-cited and a redo can be recognised.
+Each batch becomes facts (see :mod:`.facts`): decisions, action items with their owner, open
+questions, values, dates, people's roles, preferences, constraints and notes, each one claim
+citing the turns it came from, filed under a section named for its kind in the topic of the
+conversation's subject. A topic on that subject is found anywhere under ``topics/`` (the
+file name or its title), so a write extends it instead of creating a second file.
 
-Writing a batch whose turns the topics already cite adds nothing: a redo after a crash is free.
-The writer never writes ids; the transaction's normaliser assigns block and evidence ids.
+What holds: a value corrected later on the same line ("make it 150 instead") is written as
+replacing the older one, and the older claim is marked ``(superseded: now 150)`` in place
+(search ranks such claims last). Claims already in the topic count as the same line only
+when every turn they cite is on the batch's branch (``request.line``), so an alternative
+branch never overrides the line being written. Each topic opens with a "Current state"
+block: the values that hold, decisions, open questions and action items, each line citing its
+evidence, rewritten (same block id) as claims change. The exchange itself stays in the
+evidence archive.
+
+Writing a batch whose turns the topics already cite adds nothing: a redo after a crash is
+free. The writer never writes ids; the transaction's normaliser assigns block and evidence ids.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...config import Settings
 from ...fsutil import safe_join
 from ..records import Record
+from ..sources.ids import source_anchor
+from ..topics import SUPERSEDED_MARK, parse_topic
+from . import facts as F
 from .base import WriteRequest, WriterAudit
 
-SECTIONS = ("Decisions", "Preferences", "Requests", "Facts", "Questions and answers",
-            "Sub-agent work")
+STATE = "Current state"
+STATE_LIMIT = 8  # lines per kind kept in the current state (newest win)
 MAX_STATEMENT_CHARS = 600
-MAX_SENTENCES = 3
 
 _STOPWORDS = frozenset("""
 a about above after again against all also am an and any are aren't as at be because been before
@@ -44,21 +51,9 @@ why's with won't would wouldn't you you'd you'll you're you've your yours yourse
 ok okay thanks thank please yes yeah sure great good fine got noted just will shall may might must
 would like one two also really well now still even get make know think want need see use say said
 """.split())
-
-_PREFERENCE = re.compile(
-    r"\b(prefer\w*|favou?rite|i (?:really )?(?:like|love|hate|dislike|enjoy)|rather|"
-    r"avoid\w*|don'?t want|do not want|can'?t stand|always|never)\b", re.I)
-_DECISION = re.compile(
-    r"\b(decid\w*|decision|we will|we'll|i will|i'll|let'?s|going to|book\w*|chose|choose|"
-    r"agree[sd]?|plan(?:ned|s)? to|go with|confirm\w*|schedul\w*|approv\w*|must|"
-    r"should)\b", re.I)
-_REQUEST_VERBS = frozenset("""
-find search look check compare list show give tell send email call write draft prepare create
-make add remove update fix summarize summarise explain translate remind order buy reserve cancel
-arrange organize organise research review please can could would
-""".split())
-_SENTENCE = re.compile(r"(?<=[.!?…])\s+(?=\S)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+_VALUE_CLAIM = re.compile(r"(?P<key>[^:()\[\]]{1,60}): (?P<value>[^()]+?) \(")
+_STATE_LINE = re.compile(r"- (?P<text>.*?)(?P<cites>(?:\[\^[^\]\n]+\])+)")
 
 
 def _one_line(text: str) -> str:
@@ -74,12 +69,9 @@ def _one_line(text: str) -> str:
     return text.replace("[^", "[ ^").replace("^", "ˆ").replace("](", "] (")
 
 
-def _words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text)]
-
-
 def content_words(text: str) -> list[str]:
-    return [w for w in _words(text) if w not in _STOPWORDS and not w.isdigit() and len(w) > 1]
+    return [w for w in (x.lower() for x in _WORD.findall(text))
+            if w not in _STOPWORDS and not w.isdigit() and len(w) > 1]
 
 
 def keywords(text: str, limit: int = 3) -> list[str]:
@@ -94,63 +86,8 @@ def keywords(text: str, limit: int = 3) -> list[str]:
 
 
 def condense(text: str) -> str:
-    """The statement of a turn: short turns whole, long ones as their most informative
-    sentences in their original order."""
-    flat = _one_line(text)
-    if len(flat) <= MAX_STATEMENT_CHARS:
-        return flat
-    sentences = _SENTENCE.split(flat)
-    scored = []
-    for index, sentence in enumerate(sentences):
-        informative = len(content_words(sentence)) + 2 * len(re.findall(r"\d", sentence)) ** 0.5
-        scored.append((informative + (3 if index == 0 else 0), index))
-    keep = sorted(i for _, i in sorted(scored, reverse=True)[:MAX_SENTENCES])
-    out = " ".join(sentences[i] for i in keep)
-    if len(out) > MAX_STATEMENT_CHARS:
-        out = out[: MAX_STATEMENT_CHARS - 1].rstrip() + "…"
-    return out
-
-
-def classify(record: Record) -> str:
-    """Which section a paragraph opened by ``record`` belongs to."""
-    text = record.content
-    if record.origin in ("spawn", "sub-agent"):
-        return "Sub-agent work"
-    if record.role == "user" and "?" in text:
-        return "Questions and answers"
-    if record.role == "user" and _PREFERENCE.search(text):
-        return "Preferences"
-    if _DECISION.search(text):
-        return "Decisions"
-    words = _words(text)
-    if record.role == "user" and words and words[0] in _REQUEST_VERBS:
-        return "Requests"
-    return "Facts"
-
-
-def claim(record: Record, section: str) -> str:
-    """The claim stating what ``record`` said, in words that say who said it and how."""
-    statement = condense(record.content)
-    if record.origin == "spawn":
-        return f"A sub-agent was given the task: {statement}"
-    if record.origin == "sub-agent":
-        who = "The sub-agent" if record.role == "assistant" else "The delegating agent"
-        return f"{who} reported: {statement}"
-    if record.role == "assistant":
-        verb = "committed" if _DECISION.search(record.content) else "answered"
-        prefix = "In a retried reply, the assistant" if record.origin == "retry" else \
-            "The assistant"
-        return f"{prefix} {verb}: {statement}"
-    if record.origin == "edit":
-        return f"The user corrected an earlier message: {statement}"
-    verb = {"Questions and answers": "asked", "Preferences": "stated a preference",
-            "Decisions": "decided", "Requests": "requested"}.get(section, "said")
-    return f"The user {verb}: {statement}"
-
-
-def is_trivial(record: Record) -> bool:
-    """A turn with nothing to remember on its own ("ok", "thanks!")."""
-    return not content_words(record.content)
+    """A turn's statement on one line, long ones cut at a word boundary."""
+    return F.shorten(F.clean(text), MAX_STATEMENT_CHARS)
 
 
 def slug(text: str) -> str:
@@ -160,8 +97,8 @@ def slug(text: str) -> str:
 
 def subject_of(title: str, batch: list[Record], hint: str = "") -> tuple[str, str]:
     """(heading, topic path relative to topics/) for a batch: the session title, else the
-    most salient words of ``hint`` (the text the branch opened with, the same for every
-    batch of a conversation, so its batches land in one topic), else of the batch."""
+    most salient words of ``hint`` (the text the conversation opened with, the same for every
+    batch of it, so its batches land in one topic), else of the batch."""
     if slug(title):
         return _one_line(title), slug(title) + ".md"
     text = hint if keywords(hint, 1) else (
@@ -174,14 +111,29 @@ def subject_of(title: str, batch: list[Record], hint: str = "") -> tuple[str, st
     return heading, slug(heading) + ".md"
 
 
-@dataclass
-class _Paragraph:
-    section: str
-    claims: list[tuple[str, list[Record]]] = field(default_factory=list)
+def find_topic(topics_dir: Path, heading: str, relpath: str) -> str:
+    """An existing topic on the subject anywhere under ``topics/`` (same file name, or a
+    title whose slug is the subject's), else ``relpath``. Nearest the root wins, then name."""
+    if (topics_dir / relpath).is_file():
+        return relpath
+    want = Path(relpath).stem
+    found: list[str] = []
+    for path in topics_dir.rglob("*.md"):
+        if path.is_symlink() or not path.is_file():
+            continue
+        rel = path.relative_to(topics_dir).as_posix()
+        if path.stem == want:
+            found.append(rel)
+            continue
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            first = fh.readline()
+        if first.startswith("# ") and slug(first[2:]) == slug(heading):
+            found.append(rel)
+    return min(found, key=lambda r: (r.count("/"), r)) if found else relpath
 
 
 class EmbeddedWriter:
-    """Deterministic topic writer; see the module docstring."""
+    """Deterministic fact writer; see the module docstring."""
 
     name: str = "embedded"
     repair_attempts: int = 0  # deterministic: the same batch would be rejected the same way
@@ -199,85 +151,197 @@ class EmbeddedWriter:
             return audit
         heading, relpath = subject_of(request.session_title, list(request.batch),
                                       request.subject_hint)
-        paragraphs = self._paragraphs(todo)
-        if not paragraphs:
-            audit.summary = "nothing to add"
-            return audit
+        relpath = find_topic(request.topics_dir, heading, relpath)
         path = safe_join(request.topics_dir, relpath, "topic path")
         path.parent.mkdir(parents=True, exist_ok=True)
         existing = path.read_text(encoding="utf-8") if path.exists() else ""
-        updated = self._insert(existing, heading, paragraphs)
+        facts = F.facts_of(todo)
+        topic = _Topic(existing, f"topics/{relpath}", request.line)
+        updated = topic.add(heading, facts, side_branch=request.side_branch)
         path.write_text(updated, encoding="utf-8")
-        audit.add("write", path=f"topics/{relpath}", paragraphs=len(paragraphs),
+        audit.add("write", path=f"topics/{relpath}", facts=len(facts),
                   turns=[r.source_id for r in todo])
-        audit.summary = f"{len(paragraphs)} paragraph(s) for {len(todo)} turn(s) in topics/{relpath}"
+        audit.summary = f"{len(facts)} fact(s) from {len(todo)} turn(s) in topics/{relpath}"
         return audit
 
-    # -- building paragraphs -------------------------------------------------------------
 
-    def _paragraphs(self, todo: list[Record]) -> list[_Paragraph]:
-        """Exchanges (a user turn and the reply to it) or single turns, in batch order."""
-        out: list[_Paragraph] = []
-        index = 0
-        while index < len(todo):
-            record = todo[index]
-            if is_trivial(record) and out:  # fold the citation into the previous claim
-                out[-1].claims[-1][1].append(record)
-                index += 1
+class _Topic:
+    """One topic file being extended: its prior claims, its current state, new sections."""
+
+    def __init__(self, text: str, path: str, line: frozenset[str]):
+        self.text = text
+        self.doc = parse_topic(text, path, strict=False)
+        self.on_line = {source_anchor(sid) for sid in line} | set(line)
+        self.counter = max((int(n) for n in re.findall(r"\[\^e(\d+)\]", text)), default=0)
+
+    # -- prior claims ----------------------------------------------------------------------
+
+    def _cites_only_the_line(self, fids: list[str]) -> bool:
+        targets = [s.target for fid in fids for s in getattr(self.doc.evidence.get(fid),
+                                                             "sources", [])]
+        return bool(targets) and all(t.rpartition("#")[2] in self.on_line or t in self.on_line
+                                     for t in targets)
+
+    def prior_values(self) -> list[tuple[F.Fact, str]]:
+        """Holding value claims on the batch's line, with the claim text as written."""
+        out = []
+        for block in self.doc.blocks:
+            if block.headings[-1:] == [STATE]:
                 continue
-            section = classify(record)
-            paragraph = _Paragraph(section, [(claim(record, section), [record])])
-            nxt = todo[index + 1] if index + 1 < len(todo) else None
-            if record.role == "user" and nxt is not None and nxt.role == "assistant" \
-                    and not is_trivial(nxt):
-                paragraph.claims.append((claim(nxt, section), [nxt]))
-                index += 1
-            out.append(paragraph)
-            index += 1
+            for claim in block.claims:
+                m = _VALUE_CLAIM.match(claim.text)
+                if not m or SUPERSEDED_MARK in claim.text:
+                    continue
+                if not self._cites_only_the_line(claim.citations):
+                    continue
+                key = m.group("key").strip().lower()
+                key = "" if key == "value" else key
+                out.append((F.Fact(F.VALUES, claim.text, [], key=key,
+                                   value=m.group("value").strip()), claim.text))
         return out
 
-    # -- rendering into the topic file ---------------------------------------------------
+    # -- rendering -------------------------------------------------------------------------
 
-    @staticmethod
-    def _render(paragraph: _Paragraph, counter: list[int]) -> str:
-        body: list[str] = []
-        definitions: list[str] = []
-        for text, recs in paragraph.claims:
-            labels = []
-            for record in recs:
-                counter[0] += 1
-                label = f"e{counter[0]}"
-                labels.append(f"[^{label}]")
-                words = " ".join(keywords(record.content, 3)) or record.role
-                definitions.append(
-                    f"[^{label}]: Time: `{record.day()}`; Sources: [{words}]({record.source_id})")
-            body.append(text + "".join(labels))
-        return " ".join(body) + "\n\n" + "\n".join(definitions) + "\n"
+    def _cite(self, records: list[Record], definitions: list[str]) -> str:
+        labels = []
+        for record in dict.fromkeys(records):
+            self.counter += 1
+            label = f"e{self.counter}"
+            labels.append(f"[^{label}]")
+            words = " ".join(keywords(record.content, 3)) or record.role
+            definitions.append(f"[^{label}]: Time: `{record.day()}`; "
+                               f"Sources: [{words}]({record.source_id})")
+        return "".join(labels)
 
-    def _insert(self, existing: str, heading: str, paragraphs: list[_Paragraph]) -> str:
-        lines = existing.splitlines()
+    def _fact_text(self, fact: F.Fact) -> str:
+        text = fact.text
+        if fact.replaces:
+            text += F.replaces_note(fact.replaces)
+        if fact.superseded_by:
+            text += F.superseded_note(fact.superseded_by)
+        return text
+
+    def add(self, heading: str, facts: list[F.Fact], *, side_branch: bool = False) -> str:
+        prior = [] if side_branch else self.prior_values()
+        facts = F.resolve_lines(facts, [fact for fact, _ in prior])
+        if side_branch:
+            for fact in facts:
+                if fact.value:
+                    fact.text += " (on a side branch)"
+        # A write may change only paragraphs citing its own batch: a committed claim a new
+        # value replaces is left as written; the new claim says what it replaces.
+        lines = self.text.splitlines()
         if not any(line.startswith("# ") for line in lines):
             lines = [f"# {heading}", ""] + lines
-        counter = [self._highest_local_label(existing)]
-        for section in SECTIONS:
-            chunks = [self._render(p, counter) for p in paragraphs if p.section == section]
-            if not chunks:
-                continue
-            text_lines = "\n".join(chunks).rstrip("\n").split("\n")
-            start = next((i for i, line in enumerate(lines) if line == f"## {section}"), None)
-            if start is None:
-                while lines and not lines[-1].strip():
-                    lines.pop()
-                lines += ["", f"## {section}", ""] + text_lines
-                continue
-            end = next((i for i in range(start + 1, len(lines))
-                        if re.match(r"#{1,2} ", lines[i])), len(lines))
-            while end > start + 1 and not lines[end - 1].strip():
-                end -= 1
-            lines[end:end] = [""] + text_lines + ([""] if end < len(lines) else [])
+        for kind in F.KINDS:
+            chunk: list[str] = []
+            for fact in facts:
+                if fact.kind != kind:
+                    continue
+                definitions: list[str] = []
+                body = self._fact_text(fact) + self._cite(fact.records, definitions)
+                chunk += [body, "", *definitions, ""]
+            if chunk:
+                _insert_section(lines, kind, chunk[:-1])
+        if not side_branch:
+            self._write_state(lines, facts, prior)
         return "\n".join(lines).rstrip("\n") + "\n"
 
-    @staticmethod
-    def _highest_local_label(text: str) -> int:
-        found = [int(n) for n in re.findall(r"\[\^e(\d+)\]", text)]
-        return max(found, default=0)
+    def _write_state(self, lines: list[str], facts: list[F.Fact],
+                     prior: list[tuple[F.Fact, str]]) -> None:
+        """The Current state block of a new topic; a topic that has one (committed, so not
+        this write's to change) gets a further block with what this batch settled."""
+        old_block = next((b for b in self.doc.blocks if b.headings[-1:] == [STATE]), None)
+        if old_block is not None:
+            return self._append_state(lines, facts)
+        dropped_keys = [f.key for f, _ in prior if f.superseded_by] + \
+            [f.key for f in facts if f.value and f.kind in (F.VALUES, F.DECISIONS)]
+        kept: list[tuple[str, str, str]] = []  # (kind tag, text, citations)
+        if old_block is not None:
+            for raw in old_block.text.split("\n"):
+                m = _STATE_LINE.fullmatch(re.sub(r"(?: \^[A-Za-z0-9-]+)+$", "", raw.strip()))
+                if not m:
+                    continue
+                tag = m.group("text").split(":", 1)[0]
+                value = _VALUE_CLAIM.match(m.group("text") + " (")
+                if value and _state_group(tag) == "value" and any(F.same_line(value.group("key").strip().lower(), k)
+                                 for k in dropped_keys if k):
+                    continue
+                kept.append((tag, m.group("text"), m.group("cites")))
+        definitions: list[str] = []
+        new: list[tuple[str, str, str]] = []
+        for fact in facts:
+            line = _state_line(fact)
+            if line is None or fact.superseded_by:
+                continue
+            if fact.kind == F.VALUES:  # one line per value: the newest statement of it
+                new = [e for e in new if not (e[0] == "value" and F.same_line(
+                    e[1].split(":", 1)[0].lower(), fact.key))]
+            new.append((line[0], line[1], self._cite(fact.records, definitions)))
+        entries = kept + new
+        if not entries:
+            return
+        by_tag: dict[str, list[tuple[str, str, str]]] = {}
+        for entry in entries:
+            by_tag.setdefault(_state_group(entry[0]), []).append(entry)
+        body = [f"- {text}{cites}" for group in ("value", "Decided", "Open", "To do")
+                for _, text, cites in by_tag.get(group, [])[-STATE_LIMIT:]]
+        if old_block is not None and old_block.id:
+            body[-1] += f" ^{old_block.id}"
+        start = next((i for i, line in enumerate(lines) if line == f"## {STATE}"), None)
+        if start is None:
+            first = next(i for i, line in enumerate(lines) if line.startswith("# "))
+            block_lines = body + ([""] + definitions if definitions else [])
+            lines[first + 1:first + 1] = ["", f"## {STATE}", ""] + block_lines
+            return
+        end = next((i for i in range(start + 1, len(lines))
+                    if re.match(r"#{1,6} ", lines[i])), len(lines))
+        # the kept lines' definitions stay; the normaliser drops those nothing cites now
+        old_definitions = [line for line in lines[start + 1:end] if line.startswith("[^")]
+        definitions = old_definitions + definitions
+        block_lines = body + ([""] + definitions if definitions else [])
+        lines[start + 1:end] = [""] + block_lines + ([""] if end < len(lines) else [])
+
+    def _append_state(self, lines: list[str], facts: list[F.Fact]) -> None:
+        definitions: list[str] = []
+        body = []
+        for fact in facts:
+            line = _state_line(fact)
+            if line is None or fact.superseded_by:
+                continue
+            text = line[1] + (F.replaces_note(fact.replaces) if fact.replaces else "")
+            body.append(f"- {text}{self._cite(fact.records, definitions)}")
+        if body:
+            _insert_section(lines, STATE, body + [""] + definitions)
+
+
+def _state_line(fact: F.Fact) -> tuple[str, str] | None:
+    if fact.kind == F.VALUES and fact.value:
+        key = fact.key[:1].upper() + fact.key[1:] if fact.key else "Value"
+        return "value", f"{key}: {fact.value}"
+    if fact.kind == F.DECISIONS:
+        return "Decided", "Decided: " + fact.text.split(": ", 1)[-1]
+    if fact.kind == F.QUESTIONS:
+        return "Open", "Open: " + fact.text.split(": ", 1)[-1]
+    if fact.kind == F.ACTIONS:
+        return "To do", f"To do ({fact.owner}): " + fact.text.split(": ", 1)[-1]
+    return None
+
+
+def _state_group(tag: str) -> str:
+    return tag if tag in ("Decided", "Open") else "To do" if tag.startswith("To do") \
+        else "value"
+
+
+def _insert_section(lines: list[str], section: str, chunk: list[str]) -> None:
+    start = next((i for i, line in enumerate(lines) if line == f"## {section}"), None)
+    if start is None:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        lines += ["", f"## {section}", ""] + chunk
+        return
+    end = next((i for i in range(start + 1, len(lines)) if re.match(r"#{1,2} ", lines[i])),
+               len(lines))
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    lines[end:end] = [""] + chunk + ([""] if end < len(lines) else [])

@@ -105,7 +105,7 @@ REPAIR_GUIDANCE = {
 
 def render_turn(record: Record) -> str:
     """One turn as one compact JSON line that decodes back to exactly its fields."""
-    line = json.dumps({"ref": record.source_id, "speaker": record.role,
+    line = json.dumps({"ref": record.source_id, "speaker": record.speaker,
                        "content": record.content}, ensure_ascii=False, separators=(",", ":"))
     return _EXTRA_RE.sub(lambda m: _EXTRA_ESCAPES[m.group(0)], line)
 
