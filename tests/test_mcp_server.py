@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from scriptorium.config import load_settings  # noqa: E402
 from scriptorium.demo import SESSION, build_session  # noqa: E402
-from scriptorium.memory.search import follow_turn, search  # noqa: E402
+from scriptorium.memory.search import search  # noqa: E402
 from scriptorium.memory.status import memory_status, show  # noqa: E402
 from scriptorium.memory.writing import Memory  # noqa: E402
 
@@ -106,7 +106,7 @@ def test_every_read_tool_answers_what_the_library_answers(home: Path) -> None:
     got = _run(main)
     assert got["search"] == json.loads(json.dumps({"hits": hits}))
     assert got["follow"] == json.loads(json.dumps(
-        follow_turn(memory.workspace, memory.store, source)))
+        memory.follow(source)))
     assert got["follow"]["in_session_store"] is True
     assert got["block"] == json.loads(json.dumps(show(memory.workspace, block)))
     assert got["topic"]["kind"] == "topic" and got["topic"]["path"] == hits[0]["path"]

@@ -25,7 +25,6 @@ from mcp.types import Resource as MCPResource
 from pydantic import Field, ValidationError
 
 from .errors import InvalidInput, ScriptoriumError
-from .memory.search import follow_turn
 from .memory.status import memory_status, show
 from .memory.writing import Memory
 
@@ -101,7 +100,7 @@ def build_server(memory: Memory, *, allow_write: bool = False) -> MCPServer:
         """The conversation turn a cited source id (`openprogram/<session>/<node>`) came from:
         session, node, archived text, time and speaker."""
         try:
-            return follow_turn(memory.workspace, memory.store, source_id)
+            return memory.follow(source_id)
         except ScriptoriumError as exc:
             raise _one_line(exc) from None
 

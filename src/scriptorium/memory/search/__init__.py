@@ -12,14 +12,14 @@ import logging
 from typing import Any
 
 from .embedding import Embedder, EmbeddingUnavailable, load_embedder, rrf_fuse
-from .follow import follow, follow_turn
+from .follow import follow
 from .index import SearchIndex
 from .query import Hit, search
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Embedder", "EmbeddingUnavailable", "Hit", "SearchIndex", "attach", "follow",
-           "follow_turn", "load_embedder", "rebuild", "rrf_fuse", "search", "update_index"]
+           "load_embedder", "rebuild", "rrf_fuse", "search", "update_index"]
 
 def update_index(workspace: Any, result: Any) -> None:
     """Install hook: re-index the files a transaction changed. It never fails the install

@@ -33,29 +33,3 @@ def follow(workspace: "Workspace", source_id: str) -> dict[str, Any]:
                     "content": frame.content, "trusted": bool(frame.trusted)})
     return out
 
-
-def follow_turn(workspace: Any, store: Any, source_id: str) -> dict[str, Any]:
-    """:func:`follow`, plus the turn itself from the session store when the source is a session
-    turn: ``in_session_store`` says whether the store still holds the node and ``turn`` is its
-    message dict. A source neither archived nor in the store is NotFound; a stored turn memory
-    has not archived yet comes back with a warning saying so."""
-    from ...errors import NotFound, ScriptoriumError
-
-    data = follow(workspace, source_id)
-    if data["session_id"] is not None:
-        data["in_session_store"] = False
-        if store.exists(data["session_id"]):
-            try:
-                node = store.get_node(data["session_id"], data["node_id"])
-            except ScriptoriumError:  # an unknown node is reported, not raised
-                node = None
-            if node is not None:
-                data["in_session_store"] = True
-                data["turn"] = node.to_message(data["session_id"])
-    if not data["archived"]:
-        if not data.get("in_session_store"):
-            raise NotFound(f"source {source_id} is neither in the evidence archive nor in the "
-                           f"session store")
-        data["warnings"] = [f"source {source_id} is not in the evidence archive: memory has "
-                            f"not written this turn yet"]
-    return data
