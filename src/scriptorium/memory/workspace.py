@@ -1,19 +1,5 @@
-"""The memory workspace on disk: layout, identity, the write lock, runtime state, revision.
-
-Layout (memory reference §1)::
-
-    topics/**.md          the memory itself (the only files writers edit)
-    sources/              append-only evidence (scriptorium.memory.sources)
-    .scriptorium/         runtime dir (legacy name .nativemem/ kept when it exists):
-        workspace-id      "w-" + 8 hex, the value of every mark this workspace makes
-        write.lock        flock target serialising every writer, across processes
-        runtime.json      counters (tolerant load: a broken file never stops writing)
-        install.json      the install journal of an interrupted transaction (if any)
-        history-commits   commits since the history was last packed
-        generation        a counter every install moves: readers (search) learn that memory
-                          changed without a stat per topic file
-        tx-<id>/          a transaction's stage, new files and backups
-    .git/                 private history: one commit per installed transaction
+"""The memory workspace: :class:`~.directory.WorkspaceDir` (layout, identity, the write lock,
+runtime state, revision; the layout is drawn there) plus opening and transactions.
 
 Opening a workspace finishes a committed install or rolls back a prepared one, so a crash in
 the middle of an install is never seen as a mix of old and new files.

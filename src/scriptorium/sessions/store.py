@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import CorruptFile, InvalidInput, ScriptoriumError
 from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text,
-                      check_name, check_text)
+                      check_name, check_text, json_object)
 from . import walks
 from .checks import Added, check_new_session_id, check_same
 from .commits import GITIGNORE, CommitOps
@@ -232,13 +232,7 @@ class SessionStore(ForkOps, LineOps, MarkOps, CommitOps):
             data = path.read_bytes()
         except FileNotFoundError:
             return {}
-        try:
-            meta = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CorruptFile(f"corrupt meta file {path}: {exc}") from None
-        if not isinstance(meta, dict):
-            raise CorruptFile(f"corrupt meta file {path}: not a JSON object")
-        return meta
+        return json_object(data, f"meta file {path}")
 
     def get_meta(self, sid: str) -> dict:
         """A copy of meta.json (defaults for a history-only session)."""
