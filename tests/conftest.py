@@ -39,3 +39,43 @@ def legacy_home(tmp_path: Path) -> Path:
 @pytest.fixture
 def cli(home: Path) -> Cli:
     return Cli(home)
+
+
+# -- PostgreSQL: one real server for the whole run, one fresh home (schema) per test -----------
+
+@pytest.fixture(scope="session")
+def pg_server_url():
+    """The base URL of a real PostgreSQL server (see tests/pgserver.py). Without one (no
+    binaries, no psycopg) the PostgreSQL tests skip, except in CI, where they fail."""
+    import os
+
+    from pgserver import ENV, PgServer
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("psycopg is not installed (CI must test the PostgreSQL home)")
+        pytest.skip("psycopg is not installed")
+    if os.environ.get(ENV):
+        yield os.environ[ENV]
+        return
+    server = PgServer()
+    try:
+        url = server.start()
+    except RuntimeError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no PostgreSQL server for the tests: {exc}")
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> str:
+    """A URL naming a fresh, empty PostgreSQL home in the test server."""
+    from pgserver import home_url
+
+    return home_url(pg_server_url)

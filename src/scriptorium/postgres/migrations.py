@@ -1,0 +1,75 @@
+"""The PostgreSQL home's schema, as versioned migrations, and the one function that applies
+them.
+
+The schema is kept per component (``home``, ``sessions``, ``memory``, ``work``): each is a
+list of SQL steps, step *n* bringing the component to version *n*. Steps are only ever
+appended (a released step is never edited), so a database created by any earlier version
+upgrades by running the steps it lacks. ``schema_version`` records each component's version;
+a database newer than this program is refused rather than half understood.
+
+Every table lives in the home's own schema (the connection's ``search_path``), so SQL here
+and in the stores names tables unqualified.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import CorruptFile, ReasonCode
+
+# component -> ordered steps; step i (0-based) brings the component to version i + 1
+MIGRATIONS: dict[str, list[str]] = {
+    "home": [
+        """
+        CREATE TABLE home_info (
+            key   text PRIMARY KEY,
+            value text NOT NULL
+        );
+        INSERT INTO home_info (key, value) VALUES ('created_at', now()::text);
+        """,
+    ],
+    # sessions, nodes, heads, the head-move log: see scriptorium.sessions.pg_store
+    "sessions": [],
+    # workspace, evidence archive, topics and revisions, search, runtime state
+    "memory": [],
+    # the writer job queue (`memory work`)
+    "work": [],
+}
+
+
+class SchemaTooNew(CorruptFile):
+    """The database was upgraded by a newer scriptorium; this one must not write to it."""
+
+    code = ReasonCode.SCHEMA_TOO_NEW
+
+
+def migrate(conn: Any, schema: str) -> dict[str, int]:
+    """Create ``schema`` if needed and bring every component up to date, in one transaction
+    under an advisory lock (concurrent first opens wait for each other instead of racing).
+    Returns each component's version. ``conn`` is a psycopg connection."""
+    from psycopg import sql
+
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("scriptorium:" + schema,))
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
+                     " component text PRIMARY KEY, version integer NOT NULL)")
+        have = dict(conn.execute("SELECT component, version FROM schema_version").fetchall())
+        for component, version in have.items():
+            if version > len(MIGRATIONS.get(component, [])):
+                raise SchemaTooNew(
+                    f"schema {schema}: component {component} is at version {version}, newer "
+                    f"than this scriptorium knows ({len(MIGRATIONS.get(component, []))}); "
+                    "upgrade scriptorium")
+        versions: dict[str, int] = {}
+        for component, steps in MIGRATIONS.items():
+            current = have.get(component, 0)
+            for step in steps[current:]:
+                conn.execute(step)
+            versions[component] = len(steps)
+            if current != len(steps) or component not in have:
+                conn.execute("INSERT INTO schema_version (component, version) VALUES (%s, %s)"
+                             " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+                             (component, len(steps)))
+    return versions
