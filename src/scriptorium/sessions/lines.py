@@ -23,7 +23,7 @@ from typing import Iterable, Iterator
 
 from ..fsutil import check_name
 from .errors import NodeNotFound
-from .index import SessionIndex
+from .graph import NodeGraph
 from .node import CHAIN_CALLERS, Node
 from .walks import walk_back
 
@@ -60,7 +60,7 @@ class Divergence:
     of: str | None = None
 
 
-def _up(idx: SessionIndex, sid: str, start: str) -> Iterator[Node]:
+def _up(idx: NodeGraph, sid: str, start: str) -> Iterator[Node]:
     """Nodes from ``start`` back through predecessors, continuing at the caller of a
     same-session spawn root; raises BrokenChain on a damaged walk."""
     seen: set[str] = set()
@@ -77,7 +77,7 @@ def _up(idx: SessionIndex, sid: str, start: str) -> Iterator[Node]:
             current = last.caller
 
 
-def compute_line(idx: SessionIndex, sid: str, tip: str) -> Line:
+def compute_line(idx: NodeGraph, sid: str, tip: str) -> Line:
     """The line ending at ``tip`` (O(line length + sub-agent branches on it))."""
     members: set[str] = set()
     for node in _up(idx, sid, tip):
@@ -93,7 +93,7 @@ def compute_line(idx: SessionIndex, sid: str, tip: str) -> Line:
     return Line(sid, tip, frozenset(members))
 
 
-def _add_spawned(idx: SessionIndex, members: set[str]) -> None:
+def _add_spawned(idx: NodeGraph, members: set[str]) -> None:
     """Add every sub-agent branch spawned from a member (and theirs, transitively)."""
     queue = list(members)
     while queue:
@@ -114,7 +114,7 @@ def _add_spawned(idx: SessionIndex, members: set[str]) -> None:
                 subtree.extend(idx.children_by_pred(sub_id))
 
 
-def divergence(idx: SessionIndex, sid: str, line: Line, node_id: str) -> Divergence:
+def divergence(idx: NodeGraph, sid: str, line: Line, node_id: str) -> Divergence:
     """Where ``node_id`` (a node off ``line``) leaves it; see :class:`Divergence`."""
     if node_id not in idx.nodes:
         return Divergence(node_id, None, None, "missing")
@@ -147,7 +147,7 @@ def divergence(idx: SessionIndex, sid: str, line: Line, node_id: str) -> Diverge
 
 
 LINE_CACHE_SIZE = 256
-_Cache = OrderedDict[tuple[str, str], tuple[SessionIndex, int, Line]]
+_Cache = OrderedDict[tuple[str, str], tuple[NodeGraph, int, Line]]
 
 
 class LineOps:
@@ -174,7 +174,7 @@ class LineOps:
             line = self._line_locked(idx, sid, _tip(idx, sid, tip))
             return {n: divergence(idx, sid, line, n) for n in node_ids if n not in line.nodes}
 
-    def _line_locked(self, idx: SessionIndex, sid: str, tip: str) -> Line:
+    def _line_locked(self, idx: NodeGraph, sid: str, tip: str) -> Line:
         key = (sid, tip)
         cached = self._lines.get(key)
         if cached is not None and cached[0] is idx and cached[1] == idx.generation:
@@ -187,7 +187,7 @@ class LineOps:
         return line
 
 
-def _tip(idx: SessionIndex, sid: str, tip: str | None) -> str:
+def _tip(idx: NodeGraph, sid: str, tip: str | None) -> str:
     if tip is not None:
         check_name(tip, "node id")
     chosen = tip if tip is not None else idx.head

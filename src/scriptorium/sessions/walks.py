@@ -1,6 +1,6 @@
 """Read-only walks over one session's index: a branch (predecessor walk) and its live tips.
 
-Pure functions of a :class:`SessionIndex`, so they can be tested and reasoned about apart
+Pure functions of a :class:`~.graph.NodeGraph`, so they can be tested and reasoned about apart
 from locking and files.
 """
 
@@ -9,17 +9,17 @@ from __future__ import annotations
 from typing import Iterator
 
 from .errors import BrokenChain, NodeNotFound
-from .index import SessionIndex
+from .graph import NodeGraph
 from .node import ROOT, Node
 
 
-def empty_tip(idx: SessionIndex, tip: str | None) -> bool:
+def empty_tip(idx: NodeGraph, tip: str | None) -> bool:
     """No branch to walk from ``tip``: none, or ``ROOT`` (a session rewound to its start; the
     reference writes the sentinel even when no ROOT node was seeded)."""
     return tip is None or (tip == ROOT and (ROOT not in idx.nodes or idx.nodes[ROOT].is_root))
 
 
-def legal_start(idx: SessionIndex, node: Node) -> bool:
+def legal_start(idx: NodeGraph, node: Node) -> bool:
     """May a walk end at ``node`` although it has no predecessor? (reference §3.3)"""
     if node.is_spawn_root or node.is_root or not node.conversational:
         return True
@@ -31,7 +31,7 @@ def legal_start(idx: SessionIndex, node: Node) -> bool:
     return first is None or node.seq <= first
 
 
-def walk_back(idx: SessionIndex, sid: str, head: str) -> Iterator[Node]:
+def walk_back(idx: NodeGraph, sid: str, head: str) -> Iterator[Node]:
     """Nodes from ``head`` back to a legal terminus, head first, nothing filtered; lazy, so a
     caller that stops early never pays for the rest of a long branch.
 
@@ -67,19 +67,19 @@ def walk_back(idx: SessionIndex, sid: str, head: str) -> Iterator[Node]:
                           f"first turn, spawn root or summary")
 
 
-def raw_chain(idx: SessionIndex, sid: str, head: str) -> list[Node]:
+def raw_chain(idx: NodeGraph, sid: str, head: str) -> list[Node]:
     """Nodes from ``head`` back to a legal terminus, head first, nothing filtered."""
     return list(walk_back(idx, sid, head))
 
 
-def branch(idx: SessionIndex, sid: str, head: str) -> list[Node]:
+def branch(idx: NodeGraph, sid: str, head: str) -> list[Node]:
     """The branch ending at ``head``, oldest first, without root and rewound nodes."""
     chain = raw_chain(idx, sid, head)
     chain.reverse()
     return [n for n in chain if not n.is_root and not n.rewound]
 
 
-def _caller_ok(idx: SessionIndex, node: Node) -> bool:
+def _caller_ok(idx: NodeGraph, node: Node) -> bool:
     """A node hung on a real caller counts only if that caller is a turn (spawn roots)."""
     if node.chain_level:
         return True
@@ -87,21 +87,21 @@ def _caller_ok(idx: SessionIndex, node: Node) -> bool:
     return caller is None or caller.conversational  # unknown locally: cross-session spawn
 
 
-def _conv_child(idx: SessionIndex, node: Node) -> bool:
+def _conv_child(idx: NodeGraph, node: Node) -> bool:
     """Could ``node`` continue its predecessor's line? (runtime handled by the caller)"""
     return (node.conversational and not node.is_root and not node.is_attach
             and not node.is_context and not node.is_summary and not node.rewound
             and _caller_ok(idx, node))
 
 
-def is_candidate(idx: SessionIndex, node: Node, merged: set[str]) -> bool:
+def is_candidate(idx: NodeGraph, node: Node, merged: set[str]) -> bool:
     """May ``node`` be reported as a branch tip at all?"""
     return (node.conversational and not node.is_root and not node.is_summary
             and not node.is_context and not node.is_attach and not node.is_runtime
             and not node.rewound and node.id not in merged and _caller_ok(idx, node))
 
 
-def continued(idx: SessionIndex) -> set[str]:
+def continued(idx: NodeGraph) -> set[str]:
     """Ids whose line goes on: a non-runtime conversational child, or a runtime child that
     itself (transitively) goes on. Runtime notices are transparent for tip detection."""
     done: set[str] = set()
@@ -126,7 +126,7 @@ def continued(idx: SessionIndex) -> set[str]:
     return done
 
 
-def tips(idx: SessionIndex) -> list[Node]:
+def tips(idx: NodeGraph) -> list[Node]:
     """Every live tip (reference §3.4, minus rewound tips and runtime-only continuations)."""
     merged = set(idx.meta.get("merged_heads") or [])
     going_on = continued(idx)
