@@ -21,7 +21,7 @@ import os
 import re
 import time
 from array import array
-from typing import Iterator
+from typing import Container, Iterator
 
 from ..fsutil import atomic_write_json, atomic_write_text, check_name, fsync_dir
 from .errors import AppendRefused, HeadRefused, NodeNotFound
@@ -64,6 +64,26 @@ class IdSet:
             return True
         i = bisect.bisect_left(self._sorted, h)
         return i < len(self._sorted) and self._sorted[i] == h
+
+
+def check_bulk_edges(sid: str, node: Node, ids: Container[str], has_turns: bool) -> bool:
+    """An importer's node must hang on nodes already stored (``ids``): its predecessor and
+    caller exist, and a top-level turn without a predecessor is the session's first turn, a
+    spawn root or a summary. Returns whether ``node`` is a top-level turn."""
+    pred = node.predecessor
+    if pred and pred != ROOT and pred not in ids:
+        raise AppendRefused(f"session {sid}: predecessor {pred} of node {node.id} "
+                            f"does not exist")
+    caller = node.caller or ""
+    if (caller not in CHAIN_CALLERS and caller not in ids
+            and not node.metadata.get("caller_session")):
+        raise AppendRefused(f"session {sid}: caller {caller} of node {node.id} does not exist")
+    turn = node.role in ("user", "llm") and node.chain_level and not node.is_root
+    if (turn and not pred and node.input is None and has_turns
+            and not node.is_spawn_root and "covers_ids" not in node.metadata):
+        raise AppendRefused(f"session {sid}: node {node.id} has no predecessor and is "
+                            f"not the first turn, a spawn root or a summary")
+    return turn
 
 
 class BulkAppender:
@@ -180,20 +200,7 @@ class BulkAppender:
         check_name(node.id, "node id")
         if node.id in self.ids:
             return False
-        pred = node.predecessor
-        if pred and pred != ROOT and pred not in self.ids:
-            raise AppendRefused(f"session {self.sid}: predecessor {pred} of node {node.id} "
-                                f"does not exist")
-        caller = node.caller or ""
-        if (caller not in CHAIN_CALLERS and caller not in self.ids
-                and not node.metadata.get("caller_session")):
-            raise AppendRefused(f"session {self.sid}: caller {caller} of node {node.id} "
-                                f"does not exist")
-        turn = node.role in ("user", "llm") and node.chain_level and not node.is_root
-        if (turn and not pred and node.input is None and self.has_turns
-                and not node.is_spawn_root and "covers_ids" not in node.metadata):
-            raise AppendRefused(f"session {self.sid}: node {node.id} has no predecessor and is "
-                                f"not the first turn, a spawn root or a summary")
+        turn = check_bulk_edges(self.sid, node, self.ids, self.has_turns)
         self.max_seq += 1
         node.seq = self.max_seq
         name = node.filename()

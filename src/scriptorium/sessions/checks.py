@@ -35,19 +35,30 @@ def check_new_session_id(root: Path, sid: str, is_session: Callable[[str], bool]
     archives a session's turns under ``<pct(id)>.md``), and no existing session id may equal
     it under case folding and Unicode normalisation: on macOS and Windows the two would be one
     directory, and memory could never archive both."""
-    encoded = len(quote(sid, safe="")) + len(".md")
-    if encoded > MAX_NAME_BYTES:
-        raise InvalidInput(f"invalid session id {sid[:40]!r}…: too long once percent-encoded "
-                           f"for memory's archive ({encoded} bytes, at most {MAX_NAME_BYTES})")
-    key = name_key(sid)
+    check_session_id_length(sid)
     try:
         names = os.listdir(root)
     except FileNotFoundError:
         return
+    key = name_key(sid)
     for name in names:
         if name != sid and name_key(name) == key and is_session(name):
-            raise InvalidInput(f"session id {sid!r} differs from existing session {name!r} "
-                               f"only by case or Unicode normalisation; choose another id")
+            raise same_name_clash(sid, name)
+
+
+def check_session_id_length(sid: str) -> None:
+    """The first half of :func:`check_new_session_id`, for stores that are not directories:
+    a memory archive of the session must still fit in one file name on any home."""
+    encoded = len(quote(sid, safe="")) + len(".md")
+    if encoded > MAX_NAME_BYTES:
+        raise InvalidInput(f"invalid session id {sid[:40]!r}…: too long once percent-encoded "
+                           f"for memory's archive ({encoded} bytes, at most {MAX_NAME_BYTES})")
+
+
+def same_name_clash(sid: str, existing: str) -> InvalidInput:
+    """The error for a new id equal to an existing one under case folding/normalisation."""
+    return InvalidInput(f"session id {sid!r} differs from existing session {existing!r} "
+                        f"only by case or Unicode normalisation; choose another id")
 
 
 def check_same(sid: str, existing: Node, node: Node, named_predecessor: bool) -> None:

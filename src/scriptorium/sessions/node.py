@@ -230,7 +230,12 @@ def node_from_message(msg: dict, *, default_predecessor: str | None) -> tuple[No
 def parse_node(data: bytes, path: Path | str) -> Node:
     """Parse one history file; any damage is a CorruptFile naming the file (``path`` is only
     used for messages and the seq fallback, so a cold scan can pass the plain string)."""
-    raw = json_object(data, f"node file {path}")
+    return node_from_json(json_object(data, f"node file {path}"), path)
+
+
+def node_from_json(raw: dict, path: Path | str) -> Node:
+    """A node from its parsed JSON object (a node file's, or a database row's); damage is a
+    CorruptFile naming ``path`` (where the node was read from)."""
     node_id = raw.get("id")
     try:
         check_name(node_id, "node id")

@@ -22,6 +22,7 @@ from ..errors import CorruptFile, InvalidInput, ScriptoriumError
 from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text,
                       check_name, check_text, json_object)
 from . import walks
+from .announce import HeadAnnouncer, HeadListener
 from .checks import Added, check_new_session_id, check_same
 from .commits import GITIGNORE, CommitOps
 from .errors import AppendRefused, HeadRefused, NodeNotFound, SessionNotFound
@@ -39,10 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-HeadListener = Callable[[str, "str | None", "str | None"], None]
-
-
-class SessionStore(ForkOps, LineOps, MarkOps, CommitOps):
+class SessionStore(ForkOps, LineOps, MarkOps, CommitOps, HeadAnnouncer):
     """All sessions under ``root`` (= ``<home>/sessions``)."""
 
     lock_timeout: float = 60.0
@@ -148,25 +146,6 @@ class SessionStore(ForkOps, LineOps, MarkOps, CommitOps):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(idx.hist / name)
         idx.stale_temps = []
-
-    def _announce(self, events: list[tuple[str, str | None, str | None]]) -> None:
-        for sid, old, new in events:
-            for cb in list(self._listeners):
-                try:
-                    cb(sid, old, new)
-                except Exception:  # a listener must not undo a durable write
-                    log.exception("head-move listener failed for session %s", sid)
-
-    def subscribe(self, callback: HeadListener) -> Callable[[], None]:
-        """Call ``callback(sid, old_head, new_head)`` after every head move this store makes;
-        returns the function that unsubscribes."""
-        self._listeners.append(callback)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(callback)
-
-        return unsubscribe
 
     # --- sessions ---------------------------------------------------------------------------
     def create_session(self, session_id: str | None = None, title: str = "", **extra: Any) -> str:
