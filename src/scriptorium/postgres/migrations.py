@@ -29,7 +29,34 @@ MIGRATIONS: dict[str, list[str]] = {
         """,
     ],
     # sessions, nodes, heads, the head-move log: see scriptorium.sessions.pg_store
-    "sessions": [],
+    "sessions": [
+        """
+        CREATE TABLE sessions (
+            id       text PRIMARY KEY,
+            name_key text NOT NULL UNIQUE,      -- NFC + casefold: ids equal but for case clash
+            meta     jsonb NOT NULL,            -- what meta.json holds in a directory home
+            rev      bigint NOT NULL DEFAULT 0  -- bumped by every write; caches compare it
+        );
+        CREATE TABLE nodes (
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            id         text NOT NULL,
+            seq        integer NOT NULL,
+            rev        bigint NOT NULL,         -- the session rev that last wrote this row
+            body       jsonb NOT NULL,          -- the node as a node file holds it
+            PRIMARY KEY (session_id, id),
+            UNIQUE (session_id, seq)
+        );
+        CREATE INDEX nodes_by_rev ON nodes (session_id, rev);
+        CREATE TABLE head_moves (
+            seq        bigserial PRIMARY KEY,
+            session_id text NOT NULL,
+            old_head   text,
+            new_head   text,
+            at         double precision NOT NULL
+        );
+        CREATE INDEX head_moves_by_session ON head_moves (session_id, seq);
+        """,
+    ],
     # workspace, evidence archive, topics and revisions, search, runtime state
     "memory": [],
     # the writer job queue (`memory work`)

@@ -10,37 +10,37 @@ every file is replaced atomically, so a reader sees the old or the new version, 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import CorruptFile, InvalidInput, ScriptoriumError
 from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_json, atomic_write_text,
                       check_name, check_text, json_object)
-from . import walks
 from .announce import HeadAnnouncer, HeadListener
-from .checks import Added, check_new_session_id, check_same
+from .appends import AppendOps
+from .checks import check_new_session_id
 from .commits import GITIGNORE, CommitOps
-from .errors import AppendRefused, HeadRefused, NodeNotFound, SessionNotFound
+from .errors import SessionNotFound
 from .events import RESERVED_SESSION_ID, HeadMoveLog
 from .forks import ForkOps
-from .lines import LineOps
 from .index import SessionIndex
+from .lines import LineOps
 from .marks import MarkOps
-from .node import CHAIN_CALLERS, ROOT, Node, new_id, node_from_message
+from .node import Node, new_id
 from .nodefiles import LOCK_NAME
 from .ops import Op
+from .reads import ReadOps
 
 if TYPE_CHECKING:  # pragma: no cover
     from .bulk import BulkAppender
 
 log = logging.getLogger(__name__)
 
-class SessionStore(ForkOps, LineOps, MarkOps, CommitOps, HeadAnnouncer):
+class SessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, CommitOps, HeadAnnouncer):
     """All sessions under ``root`` (= ``<home>/sessions``)."""
 
     lock_timeout: float = 60.0
@@ -213,19 +213,6 @@ class SessionStore(ForkOps, LineOps, MarkOps, CommitOps, HeadAnnouncer):
             return {}
         return json_object(data, f"meta file {path}")
 
-    def get_meta(self, sid: str) -> dict:
-        """A copy of meta.json (defaults for a history-only session)."""
-        with self._reading(sid) as idx:
-            meta = json.loads(json.dumps(idx.meta)) if idx.meta_present else {}
-            meta.setdefault("id", sid)
-            meta.setdefault("title", "")
-            meta.setdefault("head_id", idx.head)
-            return meta
-
-    def head(self, sid: str) -> str | None:
-        with self._reading(sid) as idx:
-            return idx.head
-
     def _meta_for_write(self, idx: SessionIndex) -> dict:
         if idx.meta_present:
             return dict(idx.meta)
@@ -237,57 +224,15 @@ class SessionStore(ForkOps, LineOps, MarkOps, CommitOps, HeadAnnouncer):
         atomic_write_json(idx.meta_path, meta)
         idx.record_own_meta(meta)
 
-    # --- nodes ------------------------------------------------------------------------------
-    def get_node(self, sid: str, node_id: str) -> Node:
-        check_name(node_id, "node id")
-        with self._reading(sid) as idx:
-            node = idx.nodes.get(node_id)
-            if node is None:
-                raise NodeNotFound(f"node {node_id} not found in session {sid}")
-            return node.copy()
-
-    def get_nodes(self, sid: str) -> list[Node]:
-        """Every node, raw and unfiltered, in seq order."""
-        with self._reading(sid) as idx:
-            return [n.copy() for n in idx.ordered()]
-
-    def append_message(self, sid: str, msg: dict, *, commit: bool | None = None) -> str:
-        """Append one message as a node; idempotent by id. ``commit=None`` commits a git turn
-        when the node completes one (a chain-level assistant reply to a user turn). A failed
-        commit does not undo the stored node: it is logged (see :meth:`add` to receive it)."""
-        return self._add(sid, msg, None, commit, strict=False).node_id
-
-    def add(self, sid: str, msg: dict, *, after: str | None = None,
-            commit: bool | None = None) -> Added:
-        """Append ``msg`` (after the head, or as a fork after ``after``) and say what happened.
-
-        Unlike :meth:`append_message`, an id that is already stored with a different role or
-        text is refused (InvalidInput); the identical retry adds nothing (``created`` False)
-        and commits the history a failed commit left behind."""
-        return self._add(sid, msg, after, commit, strict=True)
-
-    def _add(self, sid: str, msg: dict, after: str | None, commit: bool | None, *,
-             strict: bool) -> Added:
-        if after is not None:
-            check_name(after, "node id")
-            msg = dict(msg, predecessor=after)
-        with self._writing(sid) as op:
-            if after is not None and after != ROOT and after not in op.idx.nodes:
-                raise NodeNotFound(f"node {after} not found in session {sid}")
-            node, named = node_from_message(
-                msg, default_predecessor=after or op.idx.head or ROOT)
-            existing = op.idx.nodes.get(node.id)
-            if strict and existing is not None:
-                check_same(sid, existing, node, named)
-            created = self._append_locked(op, node, advance=after is None)
-            if after is not None:
-                self._move_head(op, node.id)
-            if created or strict:
-                self._maybe_commit(op, op.idx.nodes[node.id], commit)
-            head = op.idx.head
-        for warning in op.warnings:
-            log.warning("%s", warning)
-        return Added(node.id, head, created, op.warnings)
+    def _store_node(self, op: Op, node: Node) -> None:
+        """Write a new node's file (its seq assigned) and teach the index."""
+        idx = op.idx
+        idx.before_own_history_write()
+        idx.hist.mkdir(parents=True, exist_ok=True)
+        name = node.filename()
+        data = node.dumps()
+        atomic_write_bytes(idx.hist / name, data)
+        idx.record_own_write(name, node, data)
 
     def bulk(self, sid: str) -> "BulkAppender":
         """Many appends to ``sid`` under one lock, streamed to disk (importers): see
@@ -295,165 +240,3 @@ class SessionStore(ForkOps, LineOps, MarkOps, CommitOps, HeadAnnouncer):
         from .bulk import BulkAppender
 
         return BulkAppender(self, sid)
-
-    def branch_view(self, sid: str, head: str | None = None) -> dict:
-        """One consistent read for ``session show``: the session head, the tip walked from
-        and the branch's message dicts."""
-        if head is not None:
-            check_name(head, "node id")
-        with self._reading(sid) as idx:
-            tip = head if head is not None else idx.head
-            msgs = [] if walks.empty_tip(idx, tip) else [
-                n.to_message(sid) for n in walks.branch(idx, sid, tip)]
-            return {"session_id": sid, "head_id": idx.head, "tip": tip, "messages": msgs}
-
-    def append_after(self, sid: str, after: str, msg: dict, *, commit: bool | None = None) -> str:
-        """Append ``msg`` as a child of ``after`` and make it the head (a fork)."""
-        return self._add(sid, msg, after, commit, strict=False).node_id
-
-    def _append_locked(self, op: Op, node: Node, *, advance: bool = True) -> bool:
-        """Validate and write ``node`` (lock held, index fresh); False if the id exists.
-
-        Head advance is the chain-extension rule: a chain-level node (caller ``""`` or
-        ``"ROOT"``; summaries and the root excepted) whose predecessor is the head, or any
-        chain-level node when there is no head. Forks move the head explicitly.
-        """
-        idx, sid = op.idx, op.sid
-        if node.id in idx.nodes:
-            return False
-        pred = node.predecessor
-        if pred and pred != ROOT and pred not in idx.nodes:
-            raise AppendRefused(
-                f"session {sid}: predecessor {pred} of node {node.id} does not exist")
-        caller = node.caller or ""
-        if (caller not in CHAIN_CALLERS and caller not in idx.nodes
-                and not node.metadata.get("caller_session")):
-            raise AppendRefused(f"session {sid}: caller {caller} of node {node.id} does not exist")
-        self._check_invariant(idx, sid, node)
-        node.seq = idx.max_seq + 1
-        idx.before_own_history_write()
-        idx.hist.mkdir(parents=True, exist_ok=True)
-        name = node.filename()
-        data = node.dumps()
-        atomic_write_bytes(idx.hist / name, data)
-        idx.record_own_write(name, node, data)
-        meta = self._meta_for_write(idx)
-        prev = meta.get("updated_at")
-        now = time.time()
-        if isinstance(prev, (int, float)) and now <= prev:
-            now = prev + 1e-6  # the activity clock must move on every append
-        meta["updated_at"] = now
-        head = idx.head
-        if (advance and node.chain_level and not node.is_summary and not node.is_root
-                and (head is None or node.predecessor == head)):
-            meta["head_id"] = node.id
-            op.events.append((sid, head, node.id))
-        self._write_meta(idx, meta)
-        return True
-
-    @staticmethod
-    def _check_invariant(idx: SessionIndex, sid: str, node: Node) -> None:
-        """Reference §3.2: a top-level turn with no predecessor must be the first turn,
-        a spawn root, a summary or the root."""
-        if node.role not in ("user", "llm"):
-            return
-        if node.role == "user" and node.input is not None:
-            return  # an ask_user answer
-        if not node.chain_level or node.predecessor:
-            return
-        if node.is_root or node.is_spawn_root or "covers_ids" in node.metadata:
-            return
-        if idx.first_conversational_seq() is not None:
-            raise AppendRefused(f"session {sid}: node {node.id} has no predecessor and is not "
-                                f"the first turn, a spawn root, a summary or the root")
-
-    # --- head ---------------------------------------------------------------------------------
-    def set_head(self, sid: str, node_id: str | None) -> None:
-        """THE head move: refuses unknown nodes and summaries, announces (sid, old, new)."""
-        if node_id is not None:
-            check_name(node_id, "node id")
-        with self._writing(sid) as op:
-            self._move_head(op, node_id)
-
-    def _move_head(self, op: Op, node_id: str | None) -> None:
-        idx = op.idx
-        if node_id is not None:
-            node = idx.nodes.get(node_id)
-            if node is None:
-                raise NodeNotFound(f"node {node_id} not found in session {op.sid}")
-            if node.is_summary:
-                raise HeadRefused(f"session {op.sid}: node {node_id} is a compaction summary "
-                                  f"and cannot be the head")
-        old = idx.head
-        if old == node_id and idx.meta_present:
-            return
-        meta = self._meta_for_write(idx)
-        meta["head_id"] = node_id
-        self._write_meta(idx, meta)
-        if old != node_id:
-            op.events.append((op.sid, old, node_id))
-
-    # --- reads --------------------------------------------------------------------------------
-    def get_branch(self, sid: str, head: str | None = None) -> list[dict]:
-        """The branch ending at ``head`` (default: the session head) as message dicts, oldest
-        first; root and rewound nodes dropped, summaries never spliced in."""
-        if head is not None:
-            check_name(head, "node id")
-        with self._reading(sid) as idx:
-            h = head if head is not None else idx.head
-            if walks.empty_tip(idx, h):
-                return []
-            return [n.to_message(sid) for n in walks.branch(idx, sid, h)]
-
-    def branch_tail(self, sid: str, head: str | None = None, *,
-                    stop: Callable[[dict], bool]) -> tuple[list[dict], dict | None]:
-        """The newest part of a branch: the messages after the newest one for which
-        ``stop(message)`` is true (all of them if none is), oldest first, with root and
-        rewound nodes dropped as in :meth:`get_branch` — plus the message of the node the
-        branch starts at (None for an empty session).
-
-        The walk goes back from ``head`` and ends at the first stop, so its cost follows the
-        length of the tail, not of the session: memory asks "what is after my last mark?".
-        """
-        if head is not None:
-            check_name(head, "node id")
-        with self._reading(sid) as idx:
-            h = head if head is not None else idx.head
-            if walks.empty_tip(idx, h):
-                return [], None
-            tail: list[dict] = []
-            for node in walks.walk_back(idx, sid, h):
-                if node.is_root or node.rewound:
-                    continue
-                message = node.to_message(sid)
-                if stop(message):
-                    break
-                tail.append(message)
-            tail.reverse()
-            root = idx.nodes.get(idx.branch_root(h))
-            return tail, (root.to_message(sid) if root is not None else None)
-
-    def list_branches(self, sid: str) -> list[dict]:
-        """Every live tip, the head first, then newest (by seq) first."""
-        with self._reading(sid) as idx:
-            head = idx.head
-            found = walks.tips(idx)
-            if (head is not None and head in idx.nodes and not idx.nodes[head].is_root
-                    and all(n.id != head for n in found)):
-                found.append(idx.nodes[head])
-            branches = idx.meta.get("branches") if isinstance(idx.meta.get("branches"), dict) else {}
-            rows = []
-            for n in found:
-                entry = branches.get(n.id)
-                name = entry if isinstance(entry, str) else None
-                archived, updated = False, n.created_at
-                if isinstance(entry, dict):
-                    name = entry.get("name") if isinstance(entry.get("name"), str) else None
-                    archived = bool(entry.get("archived"))
-                    if isinstance(entry.get("updated_at"), (int, float)):
-                        updated = entry["updated_at"]
-                rows.append({"tip": n.id, "head_msg_id": n.id, "head": n.id == head,
-                             "archived": archived, "name": name, "updated_at": updated,
-                             "created_at": n.created_at, "seq": n.seq})
-            rows.sort(key=lambda r: (not r["head"], -r["seq"]))
-            return rows
