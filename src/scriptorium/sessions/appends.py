@@ -21,6 +21,15 @@ from .ops import LockedStore, Op
 log = logging.getLogger(__name__)
 
 
+def next_activity(prev: object) -> float:
+    """The session's new ``updated_at``: now, but always later than ``prev`` (the activity
+    clock must move on every append, even when the wall clock did not)."""
+    now = time.time()
+    if isinstance(prev, (int, float)) and now <= prev:
+        now = prev + 1e-6
+    return now
+
+
 class AppendOps:
     """Mixed into both session stores."""
 
@@ -88,11 +97,7 @@ class AppendOps:
         node.seq = idx.max_seq + 1
         self._store_node(op, node)
         meta = self._meta_for_write(idx)
-        prev = meta.get("updated_at")
-        now = time.time()
-        if isinstance(prev, (int, float)) and now <= prev:
-            now = prev + 1e-6  # the activity clock must move on every append
-        meta["updated_at"] = now
+        meta["updated_at"] = next_activity(meta.get("updated_at"))
         head = idx.head
         if (advance and node.chain_level and not node.is_summary and not node.is_root
                 and (head is None or node.predecessor == head)):

@@ -1,0 +1,50 @@
+"""The rows of a PostgreSQL home's sessions as the store holds them in memory: a session's
+cached graph with the ``rev`` it reflects, one write transaction, and how JSON is sent.
+
+Kept below :mod:`.pg_store` and :mod:`.pg_bulk` so both use them without importing each
+other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .graph import NodeGraph
+from .node import Node, node_from_json
+from .ops import Op
+
+
+class PgIndex(NodeGraph):
+    """One session's graph as this process last read it, and the session ``rev`` it reflects.
+    Nodes are held under their id (the slot) with ``(rev, 0, 0)`` as their fingerprint."""
+
+    def __init__(self, sid: str):
+        super().__init__(sid)
+        self.rev = -1
+        self.meta_present = True  # a session row always has its meta
+        self.pending = False  # this transaction changed the meta or a node
+
+    def learn(self, rows: Iterable[tuple[dict[str, Any], int]]) -> None:
+        for body, rev in rows:
+            node = node_from_json(body, f"session {self.sid} (database row)")
+            self._put(node.id, (rev, 0, 0), node)
+
+    def put(self, node: Node, rev: int) -> None:
+        """A node this process just wrote (inside the open transaction)."""
+        self._put(node.id, (rev, 0, 0), node)
+        self.pending = True
+
+
+@dataclass
+class PgOp(Op):
+    """One write transaction: the connection it runs on and the rev its rows get."""
+
+    conn: Any = None
+    rev: int = 0
+
+
+def jsonb(value: Any) -> Any:
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)

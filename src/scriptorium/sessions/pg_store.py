@@ -1,0 +1,275 @@
+"""PgSessionStore: the session store of a PostgreSQL home (issue #20).
+
+The same public API, rules and errors as the directory store (:class:`~.store.SessionStore`):
+the operations are the shared mixins (appends, reads, forks, lines, marks); this module only
+supplies their primitives over tables (``postgres/migrations.py``, component ``sessions``):
+
+- ``sessions`` (one row per session: its meta as jsonb and a ``rev`` counter),
+- ``nodes`` (one row per node: the node's JSON, its seq and the ``rev`` that last wrote it),
+- ``head_moves`` (every head move, written in the transaction that made it, then
+  ``NOTIFY scriptorium_<home>`` so listeners on any host are told after it commits).
+
+A write is one transaction holding the session row ``FOR UPDATE``: the row lock is the
+directory store's session lock, across processes and hosts, and dies with its connection.
+Each process keeps the session's graph cached (:class:`PgIndex`) with the ``rev`` it reflects;
+every write bumps ``rev`` and stamps the rows it wrote with it, so a read asks for the rev
+(one indexed row) and fetches only the rows written since. A failed transaction drops the
+cache, so nothing it held survives in memory either.
+
+Not supported on this home: the per-turn git history (``git_log``, ``commit_turn`` with a
+non-empty session): the rows are the history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ..errors import InvalidInput
+from ..faults import fault_point
+from ..fsutil import check_name, check_text, name_key
+from .announce import HeadAnnouncer, HeadListener
+from .appends import AppendOps
+from .checks import check_session_id_length, same_name_clash
+from .errors import NodeNotFound, SessionNotFound
+from .events import RESERVED_SESSION_ID
+from .forks import ForkOps
+from .lines import LineOps
+from .marks import MarkOps
+from .node import Node, new_id
+from .ops import Op
+from .pg_bulk import PgBulkAppender
+from .pg_rows import PgIndex, PgOp, jsonb
+from .reads import ReadOps
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..postgres.connect import PgHome
+
+NOTIFY_PREFIX = "scriptorium_"  # the channel is the home's schema name: scriptorium_<home>
+
+
+class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnouncer):
+    """All sessions of one PostgreSQL home (see the module docstring)."""
+
+    git = False  # no per-turn git history: the rows are the history
+
+    def __init__(self, pg: "PgHome"):
+        self.pg = pg
+        self.root = pg.target.display  # where error messages say the sessions live
+        self.channel = NOTIFY_PREFIX + pg.target.home
+        self._indexes: dict[str, PgIndex] = {}
+        self._tlocks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+        self._listeners: list[HeadListener] = []
+        self._lines = LineOps.new_cache()
+
+    @classmethod
+    def open(cls, url: str) -> "PgSessionStore":
+        """The store of the home ``url`` names (its schema created or upgraded)."""
+        from ..postgres.connect import PgHome
+
+        return cls(PgHome.open(url))
+
+    def close(self) -> None:
+        self.pg.close()
+
+    # --- plumbing ----------------------------------------------------------------------------
+    @staticmethod
+    def _sid(sid: str) -> str:
+        if sid == RESERVED_SESSION_ID:  # refused on every home, so a copy never meets it
+            raise InvalidInput(f"invalid session id {sid!r}: reserved for the store's own files")
+        return check_name(sid, "session id")
+
+    def _tlock(self, sid: str) -> threading.RLock:
+        with self._guard:
+            lock = self._tlocks.get(sid)
+            if lock is None:
+                lock = self._tlocks[sid] = threading.RLock()
+            return lock
+
+    def exists(self, sid: str) -> bool:
+        sid = self._sid(sid)
+        with self.pg.connection() as conn:
+            return conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone() \
+                is not None
+
+    def _sync(self, conn: Any, sid: str, *, lock: bool) -> PgIndex:
+        """The session's cached graph brought up to date (the row locked when ``lock``)."""
+        row = conn.execute("SELECT meta, rev FROM sessions WHERE id = %s"
+                           + (" FOR UPDATE" if lock else ""), (sid,)).fetchone()
+        if row is None:
+            raise SessionNotFound(f"session {sid} not found in {self.root}")
+        meta, rev = row
+        with self._guard:
+            idx = self._indexes.get(sid)
+            if idx is None or rev < idx.rev:  # first read, or a home recreated under us
+                idx = self._indexes[sid] = PgIndex(sid)
+        if rev != idx.rev:
+            idx.learn(conn.execute("SELECT body, rev FROM nodes WHERE session_id = %s AND "
+                                   "rev > %s ORDER BY seq", (sid, idx.rev)))
+            idx.meta, idx.rev = meta, rev
+        return idx
+
+    def _forget(self, sid: str) -> None:
+        with self._guard:
+            self._indexes.pop(sid, None)
+
+    @contextlib.contextmanager
+    def _reading(self, sid: str) -> Iterator[PgIndex]:
+        sid = self._sid(sid)
+        with self._tlock(sid):
+            try:
+                with self.pg.connection() as conn:
+                    idx = self._sync(conn, sid, lock=False)
+            except BaseException:
+                self._forget(sid)
+                raise
+            yield idx
+
+    @contextlib.contextmanager
+    def _writing(self, sid: str) -> Iterator[PgOp]:
+        sid = self._sid(sid)
+        with self._tlock(sid):
+            try:
+                with self.pg.connection() as conn:
+                    idx = self._sync(conn, sid, lock=True)
+                    op = PgOp(sid, idx, conn=conn, rev=idx.rev + 1)  # type: ignore[arg-type]
+                    yield op
+                    self._finish(op, idx)
+            except BaseException:
+                self._forget(sid)  # the graph may hold what the rollback undid
+                raise
+        self._announce(op.events)
+
+    def _finish(self, op: PgOp, idx: PgIndex) -> None:
+        """Publish the transaction's changes: the session row's meta and rev, and its head
+        moves (rows + NOTIFY, both delivered only if the transaction commits)."""
+        if not idx.pending:
+            return
+        idx.pending = False
+        op.conn.execute("UPDATE sessions SET meta = %s, rev = %s WHERE id = %s",
+                        (jsonb(idx.meta), op.rev, op.sid))
+        self._log_moves(op.conn, op.events)
+        idx.rev = op.rev
+
+    def _log_moves(self, conn: Any, events: list[tuple[str, str | None, str | None]]) -> None:
+        at = time.time()
+        for sid, old, new in events:
+            seq = conn.execute("INSERT INTO head_moves (session_id, old_head, new_head, at) "
+                               "VALUES (%s, %s, %s, %s) RETURNING seq",
+                               (sid, old, new, at)).fetchone()[0]
+            conn.execute("SELECT pg_notify(%s, %s)", (self.channel, json.dumps(
+                {"seq": seq, "session_id": sid, "old": old, "new": new, "at": at})))
+
+    # --- the primitives the shared operations write through ---------------------------------
+    def _store_node(self, op: PgOp, node: Node) -> None:  # type: ignore[override]
+        op.conn.execute("INSERT INTO nodes (session_id, id, seq, rev, body) "
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        (op.sid, node.id, node.seq, op.rev, jsonb(node.to_json())))
+        op.idx.put(node, op.rev)  # type: ignore[attr-defined]
+
+    def _meta_for_write(self, idx: PgIndex) -> dict:
+        return dict(idx.meta)
+
+    def _write_meta(self, idx: PgIndex, meta: dict) -> None:
+        """Staged in the graph; the row is written once, when the transaction finishes."""
+        idx.meta = meta
+        idx.pending = True
+
+    def _rewrite_metadata_locked(self, op: PgOp, patches: dict[str, dict], *,  # type: ignore[override]
+                                 crash_points: bool = False) -> None:
+        """Merge each patch into its node's metadata (the graph is exact under the row lock)
+        and rewrite the rows in the open transaction: the marks commit together or not at
+        all. ``crash_points`` keeps the marker's named steps (``mark-staged``, ``mid-mark``);
+        a kill at either leaves no mark, as the transaction never commits."""
+        idx: PgIndex = op.idx  # type: ignore[assignment]
+        check_text(patches, f"metadata patch for session {op.sid}")
+        rows: list[tuple[Any, int, str, str]] = []
+        merged: list[Node] = []
+        for node_id, patch in patches.items():
+            current = idx.nodes.get(node_id)
+            if current is None:
+                raise NodeNotFound(f"node {node_id} not found in session {op.sid}")
+            node = current.copy()
+            for key, value in patch.items():
+                if key == "predecessor":
+                    continue
+                if value is None:
+                    node.metadata.pop(key, None)
+                else:
+                    node.metadata[key] = value
+            merged.append(node)
+            rows.append((jsonb(node.to_json()), op.rev, op.sid, node_id))
+        if crash_points:
+            fault_point("mark-staged")
+        with op.conn.cursor() as cur:
+            cur.executemany("UPDATE nodes SET body = %s, rev = %s "
+                            "WHERE session_id = %s AND id = %s", rows)
+        if crash_points:
+            fault_point("mid-mark")
+        for node in merged:
+            idx.put(node, op.rev)
+
+    def _commit(self, op: Op, message: str, *, soft: bool = False) -> str | None:
+        return None  # no git history on this home: the committed transaction is the record
+
+    def _maybe_commit(self, op: Op, node: Node, commit: bool | None) -> str | None:
+        return None
+
+    def commit_turn(self, sid: str, message: str) -> str | None:
+        """Nothing to commit on a PostgreSQL home (every write is already a committed
+        transaction); returns None, as the directory store does when nothing changed."""
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidInput(f"session {sid}: commit message must be a non-empty string")
+        with self._reading(sid):
+            return None
+
+    def git_log(self, sid: str, limit: int = 50) -> list[dict]:
+        raise InvalidInput(f"session {sid}: a PostgreSQL home keeps no per-turn git history "
+                           f"(the node rows are the history)")
+
+    # --- sessions ---------------------------------------------------------------------------
+    def create_session(self, session_id: str | None = None, title: str = "", **extra: Any) -> str:
+        """Create a session (idempotent: an existing one is left as it is)."""
+        sid = self._sid(new_id() if session_id is None else session_id)
+        if not isinstance(title, str):
+            raise InvalidInput(f"invalid title for session {sid}: expected a string")
+        check_text(title, f"title of session {sid}")
+        check_text(extra, f"meta of session {sid}")
+        check_session_id_length(sid)
+        key = name_key(sid)
+        now = time.time()
+        meta = {"id": sid, "title": title, "created_at": now, "updated_at": now,
+                "head_id": None, "branches": {}}
+        meta.update(extra)
+        with self.pg.connection() as conn:
+            created = conn.execute(
+                "INSERT INTO sessions (id, name_key, meta) VALUES (%s, %s, %s) "
+                "ON CONFLICT DO NOTHING RETURNING id", (sid, key, jsonb(meta))).fetchone()
+            if created is None:
+                clash = conn.execute("SELECT id FROM sessions WHERE name_key = %s AND id <> %s",
+                                     (key, sid)).fetchone()
+                if clash is not None:
+                    raise same_name_clash(sid, clash[0])
+        return sid
+
+    def list_sessions(self) -> list[dict]:
+        """One row per session, newest ``updated_at`` first (as the directory store)."""
+        with self.pg.connection() as conn:
+            found = conn.execute("SELECT id, meta->'title', meta->'updated_at', "
+                                 "meta->'head_id' FROM sessions").fetchall()
+        rows = []
+        for sid, title, upd, head in found:
+            rows.append({"session_id": sid, "title": title if isinstance(title, str) else "",
+                         "updated_at": upd if isinstance(upd, (int, float)) else 0.0,
+                         "head_id": head if isinstance(head, str) and head else None})
+        rows.sort(key=lambda r: (r["updated_at"], r["session_id"]), reverse=True)
+        return rows
+
+    def bulk(self, sid: str) -> PgBulkAppender:
+        """Many appends to ``sid`` in one transaction (importers, home copies): see
+        :mod:`scriptorium.sessions.pg_bulk`."""
+        return PgBulkAppender(self, sid)
