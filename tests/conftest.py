@@ -79,3 +79,43 @@ def pg_url(pg_server_url: str) -> str:
     from pgserver import home_url
 
     return home_url(pg_server_url)
+
+
+# -- either home: the session-store behaviour tests run on both --------------------------------
+
+HOME_KINDS = ("directory", "postgres")
+
+
+def open_session_store(kind: str, where: str):
+    """A session store of ``kind`` at ``where`` (a sessions directory, or a home URL); for the
+    PostgreSQL kind the caller closes it. A second call with the same ``where`` is another
+    process's view of the same home."""
+    if kind == "directory":
+        from scriptorium.sessions import SessionStore
+
+        return SessionStore(Path(where), git=False)
+    from scriptorium.sessions.pg_store import PgSessionStore
+
+    return PgSessionStore.open(where)
+
+
+@pytest.fixture(params=HOME_KINDS)
+def home_kind(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store_location(home_kind: str, tmp_path: Path, request) -> str:
+    """Where an empty home of ``home_kind`` lives: a sessions directory, or a fresh home URL."""
+    if home_kind == "directory":
+        return str(tmp_path / "home" / "sessions")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def any_store(home_kind: str, store_location: str):
+    """An empty session store of either kind (the directory one without git commits)."""
+    store = open_session_store(home_kind, store_location)
+    yield store
+    if home_kind == "postgres":
+        store.close()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import storekit
 from scriptorium.sessions import SessionStore
 
 
@@ -43,3 +44,11 @@ def _chat(store: SessionStore, sid: str, *ids: str, **kw) -> list[str]:
 def chat():
     """``chat(store, sid, "u1", "a1", ...)``: alternating user/assistant turns on the head."""
     return _chat
+
+
+
+@pytest.fixture
+def damage():
+    """``damage(store, sid, node_id, predecessor=...)`` or ``(…, delete=True)``: see
+    storekit.damage."""
+    return storekit.damage

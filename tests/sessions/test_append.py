@@ -1,4 +1,5 @@
-"""append_message: idempotence, the append invariant, head advance, the activity clock."""
+"""append_message: idempotence, the append invariant, head advance, the activity clock (on
+both homes)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ import pytest
 
 from scriptorium.errors import InvalidInput
 from scriptorium.sessions import AppendRefused, SessionNotFound
+
+
+@pytest.fixture
+def store(any_store):
+    """These behaviours hold on both homes: each test runs on a directory and a PostgreSQL
+    home."""
+    return any_store
 
 
 def test_appending_the_same_id_twice_stores_one_node(store, chat):
@@ -143,7 +151,8 @@ def test_message_dicts_project_roles_content_and_names(store, chat):
 def test_appending_to_a_missing_session_is_not_found(store):
     with pytest.raises(SessionNotFound, match="nope"):
         store.append_message("nope", {"role": "user", "content": "x"})
-    assert not (store.root / "nope").exists()
+    assert not store.exists("nope")
+    assert [r["session_id"] for r in store.list_sessions()] == []
 
 
 def test_a_bad_role_is_refused(store):

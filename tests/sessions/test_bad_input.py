@@ -1,5 +1,5 @@
 """Bad input: invalid ids, unknown sessions/nodes, corrupt files — one-line errors, nothing
-half-written, other sessions unaffected."""
+half-written, other sessions unaffected. The API-level refusals run on both homes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from storekit import stored
 from testkit import json_error
 
 from scriptorium.errors import CorruptFile, InvalidInput
@@ -28,9 +29,10 @@ def one_line(exc: BaseException) -> None:
 
 
 @pytest.mark.parametrize("bad", BAD_IDS)
-def test_an_invalid_session_id_is_refused_everywhere_in_the_api(store, bad):
+def test_an_invalid_session_id_is_refused_everywhere_in_the_api(any_store, bad):
+    store = any_store
     store.create_session("ok")
-    before = tree(store.root)
+    before = stored(store)
     calls = [
         lambda: store.create_session(bad),
         lambda: store.exists(bad),
@@ -46,13 +48,14 @@ def test_an_invalid_session_id_is_refused_everywhere_in_the_api(store, bad):
         with pytest.raises(InvalidInput) as info:
             call()
         one_line(info.value)
-    assert tree(store.root) == before
+    assert stored(store) == before
 
 
 @pytest.mark.parametrize("bad", BAD_IDS)
-def test_an_invalid_node_id_is_refused_everywhere_in_the_api(store, chat, bad):
+def test_an_invalid_node_id_is_refused_everywhere_in_the_api(any_store, chat, bad):
+    store = any_store
     chat(store, "s1", "u1", "a1")
-    before = tree(store.root)
+    before = stored(store)
     calls = [
         lambda: store.append_message("s1", {"id": bad, "role": "user", "content": "x"}),
         lambda: store.append_message("s1", {"role": "user", "content": "x", "predecessor": bad
@@ -76,7 +79,7 @@ def test_an_invalid_node_id_is_refused_everywhere_in_the_api(store, chat, bad):
         with pytest.raises(InvalidInput) as info:
             call()
         one_line(info.value)
-    assert tree(store.root) == before
+    assert stored(store) == before
 
 
 @pytest.mark.parametrize("bad", BAD_IDS)  # in-process runner: a NUL can be passed too

@@ -1,4 +1,5 @@
-"""get_branch: a pure predecessor walk to a legal terminus; list_branches: live tips."""
+"""get_branch: a pure predecessor walk to a legal terminus; list_branches: live tips.
+The tests on a `store` run on both homes; the `written` ones read the reference fixture."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ import pytest
 
 from scriptorium.errors import CorruptFile
 from scriptorium.sessions import BrokenChain, NodeNotFound
+
+
+@pytest.fixture
+def store(any_store):
+    """These behaviours hold on both homes: each test runs on a directory and a PostgreSQL
+    home."""
+    return any_store
 
 # What the reference system computes on the `written` fixture (its README).
 WRITTEN_BRANCHES = {
@@ -63,30 +71,25 @@ def test_root_and_rewound_nodes_are_dropped_but_walked_through(store):
     assert "ROOT" not in [r["tip"] for r in store.list_branches("s1")]
 
 
-def test_a_dangling_predecessor_is_a_broken_chain_naming_session_and_node(store, chat):
+def test_a_dangling_predecessor_is_a_broken_chain_naming_session_and_node(store, chat, damage):
     chat(store, "s1", "u1", "a1", "u2")
-    (store.root / "s1" / "history" / "00000001-l-a1.json").unlink()
+    damage(store, "s1", "a1", delete=True)
     with pytest.raises(BrokenChain, match=r"s1.*u2.*a1") as info:
         store.get_branch("s1")
     assert isinstance(info.value, CorruptFile) and "\n" not in str(info.value)
 
 
-def test_a_predecessor_cycle_is_a_broken_chain(store, chat):
+def test_a_predecessor_cycle_is_a_broken_chain(store, chat, damage):
     chat(store, "s1", "u1", "a1")
-    path = store.root / "s1" / "history" / "00000000-u-u1.json"
-    doc = json.loads(path.read_text())
-    doc["predecessor"] = "a1"
-    path.write_text(json.dumps(doc))
+    damage(store, "s1", "u1", predecessor="a1")
     with pytest.raises(BrokenChain, match="cycle"):
         store.get_branch("s1")
 
 
-def test_a_turn_with_no_predecessor_that_is_not_a_legal_start_is_a_broken_chain(store, chat):
+def test_a_turn_with_no_predecessor_that_is_not_a_legal_start_is_a_broken_chain(store, chat,
+                                                                               damage):
     chat(store, "s1", "u1", "a1", "u2")
-    path = store.root / "s1" / "history" / "00000002-u-u2.json"
-    doc = json.loads(path.read_text())
-    doc["predecessor"] = None
-    path.write_text(json.dumps(doc))
+    damage(store, "s1", "u2", predecessor=None)
     with pytest.raises(BrokenChain, match="u2"):
         store.get_branch("s1")
 

@@ -1,15 +1,15 @@
-"""branch_tail: the newest part of a branch, read from the tip back to a stop."""
+"""branch_tail: the newest part of a branch, read from the tip back to a stop (on both homes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from scriptorium.sessions import SessionStore
 
 
 @pytest.fixture
-def chat(tmp_path):
-    store = SessionStore(tmp_path / "sessions", git=False)
+def chat(any_store):
+    """Six turns in session ``s``, on either home."""
+    store = any_store
     store.create_session("s")
     for i in range(6):
         store.append_message("s", {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
@@ -41,8 +41,8 @@ def test_rewound_turns_are_dropped_from_the_tail_like_from_the_branch(chat):
     assert [m["id"] for m in tail] == ["m0", "m1", "m2", "m3"]
 
 
-def test_an_empty_session_has_no_tail(tmp_path):
-    store = SessionStore(tmp_path / "sessions", git=False)
+def test_an_empty_session_has_no_tail(any_store):
+    store = any_store
     store.create_session("e")
     assert store.branch_tail("e", stop=lambda m: True) == ([], None)
 

@@ -1,4 +1,4 @@
-"""Forks and head moves: retry, edit, set_head + events, rewind, spawn, compaction."""
+"""Forks and head moves: retry, edit, set_head + events, rewind, spawn, compaction (on both homes)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,13 @@ import pytest
 
 from scriptorium.errors import InvalidInput
 from scriptorium.sessions import HeadRefused, NodeNotFound
+
+
+@pytest.fixture
+def store(any_store):
+    """These behaviours hold on both homes: each test runs on a directory and a PostgreSQL
+    home."""
+    return any_store
 
 
 def ids(msgs):

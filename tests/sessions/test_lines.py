@@ -71,6 +71,12 @@ def _chat(store: SessionStore, *turns: tuple[str, str, str | None]) -> None:
 
 
 @pytest.fixture
+def store(any_store):
+    """The line tests on a ``store`` run on both homes."""
+    return any_store
+
+
+@pytest.fixture
 def forked(store: SessionStore) -> SessionStore:
     """u1 a1 u2 a2 (trunk), u2 edited as u2e → a2e (head), a sub-agent spawned from a2e."""
     store.create_session("s")
@@ -131,9 +137,8 @@ def test_unknown_session_or_tip_is_not_found(forked):
         forked.line("s", "zz")
 
 
-def test_a_damaged_chain_is_an_error_not_a_short_line(forked):
-    path = next((forked.root / "s" / "history").glob("*-a1.json"))
-    path.write_text(path.read_text().replace('"predecessor": "u1"', '"predecessor": "gone"'))
+def test_a_damaged_chain_is_an_error_not_a_short_line(forked, damage):
+    damage(forked, "s", "a1", predecessor="gone")
     with pytest.raises(BrokenChain):
         forked.line("s", "a2")
 

@@ -125,7 +125,8 @@ def test_a_same_tick_same_size_rewrite_is_still_seen(home, chat):
     assert holder.get_node("s1", "u1").metadata[MARK] == "w-bbbb"
 
 
-def test_get_meta_returns_a_copy(store, chat):
+def test_get_meta_returns_a_copy(any_store, chat):
+    store = any_store
     chat(store, "s1", "u1")
     meta = store.get_meta("s1")
     meta["head_id"] = "changed"
@@ -133,10 +134,8 @@ def test_get_meta_returns_a_copy(store, chat):
     assert store.get_meta("s1")["head_id"] == "u1" and store.get_meta("s1")["branches"] == {}
 
 
-def test_a_none_value_in_a_patch_removes_that_key_and_keeps_the_rest(tmp_path):
-    from scriptorium.sessions import SessionStore
-
-    store = SessionStore(tmp_path / "sessions", git=False)
+def test_a_none_value_in_a_patch_removes_that_key_and_keeps_the_rest(any_store):
+    store = any_store
     store.create_session("s")
     store.append_message("s", {"id": "m0", "role": "user", "content": "hi", "keep": 1})
     store.merge_node_metadata_batch("s", {"m0": {"memory_written_scriptorium": "w-00000001"}})

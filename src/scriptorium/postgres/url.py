@@ -34,6 +34,13 @@ class PgTarget:
         return SCHEMA_PREFIX + self.home
 
     @property
+    def url(self) -> str:
+        """The home URL again (``?home=`` included): what another process opens."""
+        parts = urlsplit(self.conninfo)
+        query = [*parse_qsl(parts.query), ("home", self.home)]
+        return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+    @property
     def display(self) -> str:
         """The URL as it may be printed: the password replaced by ``***``."""
         parts = urlsplit(self.conninfo)
