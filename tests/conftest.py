@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from storekit import HOME_KINDS, open_session_store
 from testkit import CI_MAX_EXAMPLES, Cli, copy_state, hypothesis_profile
 
 # Hypothesis profiles. "ci" (chosen when CI=true, or HYPOTHESIS_PROFILE=ci) is bounded and
@@ -82,22 +83,6 @@ def pg_url(pg_server_url: str) -> str:
 
 
 # -- either home: the session-store behaviour tests run on both --------------------------------
-
-HOME_KINDS = ("directory", "postgres")
-
-
-def open_session_store(kind: str, where: str):
-    """A session store of ``kind`` at ``where`` (a sessions directory, or a home URL); for the
-    PostgreSQL kind the caller closes it. A second call with the same ``where`` is another
-    process's view of the same home."""
-    if kind == "directory":
-        from scriptorium.sessions import SessionStore
-
-        return SessionStore(Path(where), git=False)
-    from scriptorium.sessions.pg_store import PgSessionStore
-
-    return PgSessionStore.open(where)
-
 
 @pytest.fixture(params=HOME_KINDS)
 def home_kind(request) -> str:

@@ -5,7 +5,35 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
+
+HOME_KINDS = ("directory", "postgres")
+
+
+def open_session_store(kind: str, where: str):
+    """A session store of ``kind`` at ``where`` (a sessions directory, or a home URL); for the
+    PostgreSQL kind the caller closes it. A second call with the same ``where`` is another
+    process's view of the same home."""
+    if kind == "directory":
+        from scriptorium.sessions import SessionStore
+
+        return SessionStore(Path(where), git=False)
+    from scriptorium.sessions.pg_store import PgSessionStore
+
+    return PgSessionStore.open(where)
+
+
+@contextmanager
+def another_store(kind: str, where: str) -> Iterator[Any]:
+    """Another process's view of the same home (closed at the end of the block)."""
+    store = open_session_store(kind, where)
+    try:
+        yield store
+    finally:
+        if kind != "directory":
+            store.close()
 
 
 def damage(store, sid: str, node_id: str, *, delete: bool = False, **fields) -> None:
