@@ -17,6 +17,13 @@ def store(home: Path) -> SessionStore:
 
 
 @pytest.fixture
+def dir_store(home: Path) -> SessionStore:
+    """A directory store, for the tests that inspect or break its files (where a module's
+    ``store`` runs on both homes)."""
+    return SessionStore.from_home(home, git=False)
+
+
+@pytest.fixture
 def gstore(home: Path) -> SessionStore:
     """A store that commits a git turn per completed turn, as in production."""
     return SessionStore.from_home(home)

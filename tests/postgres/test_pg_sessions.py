@@ -1,0 +1,122 @@
+"""What the PostgreSQL session store adds to the shared behaviour (tests/sessions run on both
+homes): head moves as rows and NOTIFY in the write's transaction, a write that fails leaves
+nothing (not even in the store's cache), bulk appends in one transaction, and the refusals
+that are particular to a home with no git history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scriptorium.errors import InvalidInput
+from scriptorium.sessions import AppendRefused, HeadRefused, Node, NodeNotFound
+from scriptorium.sessions.pg_store import PgSessionStore
+
+
+@pytest.fixture
+def store(pg_url):
+    s = PgSessionStore.open(pg_url)
+    yield s
+    s.close()
+
+
+def _moves(store: PgSessionStore) -> list[tuple[str, str | None, str | None]]:
+    with store.pg.connection() as conn:
+        return [tuple(r) for r in conn.execute(
+            "SELECT session_id, old_head, new_head FROM head_moves ORDER BY seq")]
+
+
+def test_every_head_move_is_a_row_and_a_notification_as_subscribers_hear_it(store):
+    heard: list[tuple[str, str | None, str | None]] = []
+    store.subscribe(lambda sid, old, new: heard.append((sid, old, new)))
+    listener = store.pg.dedicated()
+    try:
+        listener.execute(f"LISTEN {store.channel}")
+        store.create_session("s")
+        store.append_message("s", {"id": "u1", "role": "user", "content": "Plan the offsite."})
+        store.append_message("s", {"id": "a1", "role": "assistant", "content": "Lisbon."})
+        store.retry("s", "a1", "Porto.", node_id="a1r")
+        store.set_head("s", "a1")
+        store.rewind("s", "a1")
+        told = [json.loads(n.payload) for n in listener.notifies(timeout=5, stop_after=5)]
+    finally:
+        listener.close()
+    assert heard == [("s", None, "u1"), ("s", "u1", "a1"), ("s", "a1", "a1r"),
+                     ("s", "a1r", "a1"), ("s", "a1", "u1")]
+    assert _moves(store) == heard
+    assert [(t["session_id"], t["old"], t["new"]) for t in told] == heard
+    assert [t["seq"] for t in told] == sorted({t["seq"] for t in told})
+
+
+def test_a_refused_write_leaves_no_row_no_move_and_nothing_in_the_cache(store):
+    store.create_session("s")
+    store.append_message("s", {"id": "u1", "role": "user", "content": "hi"})
+    with pytest.raises(AppendRefused):
+        store.append_message("s", {"id": "u2", "role": "user", "content": "x",
+                                   "predecessor": "ghost"})
+    with pytest.raises(HeadRefused):
+        store.set_head("s", store.compact("s", ["u1"], "said hi"))
+    nodes = store.get_nodes("s")
+    assert nodes[0].id == "u1" and len(nodes) == 2 and nodes[1].is_summary  # the compaction
+    assert _moves(store) == [("s", None, "u1")] and store.head("s") == "u1"
+
+
+def test_a_bulk_batch_is_one_transaction_all_or_nothing(store, pg_url):
+    store.create_session("s")
+    other = PgSessionStore.open(pg_url)
+    try:
+        with store.bulk("s") as bulk:
+            for i in range(3):
+                bulk.append(Node(id=f"n{i}", role="user" if i % 2 == 0 else "llm",
+                                 output=f"t{i}", predecessor=f"n{i - 1}" if i else "ROOT"))
+            bulk.set_head("n2")
+            bulk.update_meta(title="imported", head_id="ignored")
+            assert other.get_nodes("s") == []  # nothing is visible before the commit
+        assert [n.id for n in other.get_nodes("s")] == ["n0", "n1", "n2"]
+        assert other.head("s") == "n2" and other.get_meta("s")["title"] == "imported"
+        with pytest.raises(AppendRefused, match="ghost"):
+            with store.bulk("s") as bulk:
+                bulk.append(Node(id="n3", role="user", output="x", predecessor="n2"))
+                bulk.append(Node(id="n4", role="llm", output="y", predecessor="ghost"))
+        assert [n.id for n in other.get_nodes("s")] == ["n0", "n1", "n2"]
+        assert [n.id for n in store.get_nodes("s")] == ["n0", "n1", "n2"]  # cache dropped
+        with store.bulk("s") as bulk:
+            assert bulk.has("n2") and not bulk.append(Node(id="n2", role="llm", output="z"))
+            with pytest.raises(NodeNotFound):
+                bulk.set_head("nope")
+    finally:
+        other.close()
+    assert _moves(store) == [("s", None, "n2")]
+
+
+def test_a_mark_moves_neither_the_activity_clock_nor_the_head(store):
+    store.create_session("s")
+    store.append_message("s", {"id": "u1", "role": "user", "content": "hi"})
+    meta = store.get_meta("s")
+    store.merge_node_metadata_batch("s", {"u1": {"memory_written_scriptorium": "w-1"}})
+    assert store.get_meta("s") == meta
+    assert store.get_node("s", "u1").metadata == {"memory_written_scriptorium": "w-1"}
+    assert _moves(store) == [("s", None, "u1")]
+
+
+def test_there_is_no_git_history_on_a_postgresql_home(store):
+    store.create_session("s")
+    with pytest.raises(InvalidInput, match="no per-turn git history") as info:
+        store.git_log("s")
+    assert "\n" not in str(info.value)
+    assert store.commit_turn("s", "import") is None and store.git is False
+
+
+def test_two_homes_in_one_database_hold_separate_sessions(pg_server_url):
+    from pgserver import home_url
+
+    a, b = PgSessionStore.open(home_url(pg_server_url)), PgSessionStore.open(home_url(pg_server_url))
+    try:
+        a.create_session("same")
+        a.append_message("same", {"id": "u1", "role": "user", "content": "only in a"})
+        b.create_session("same")
+        assert b.get_nodes("same") == [] and a.channel != b.channel
+    finally:
+        a.close()
+        b.close()
