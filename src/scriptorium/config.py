@@ -1,8 +1,9 @@
 """Where the home is and what the settings are.
 
-Home: ``--home DIR``, else ``$SCRIPTORIUM_HOME``, else ``~/.scriptorium``.
-Settings: ``home/config.toml``, overridden by ``SCRIPTORIUM_*`` environment variables,
-overridden by explicit values (CLI flags or library arguments).
+Home: ``--home DIR`` (or ``--home postgresql://…``), else ``$SCRIPTORIUM_HOME``, else
+``~/.scriptorium``.
+Settings: ``home/config.toml`` (a directory home only), overridden by ``SCRIPTORIUM_*``
+environment variables, overridden by explicit values (CLI flags or library arguments).
 """
 
 from __future__ import annotations
@@ -15,16 +16,33 @@ from typing import Any, Mapping
 
 from .entrypoints import check_writer_name
 from .errors import InvalidInput
+from .postgres.url import is_postgres_url, parse_home_url
+
+
+Home = Path | str  # a home directory, or a PostgreSQL home URL
+
+
+def resolve_location(home: str | os.PathLike[str] | None = None) -> Home:
+    """Where the home is: a directory (a Path, ``~`` expanded) or a PostgreSQL home URL (a
+    str, checked here so a typo in ``?home=`` is one clear error before any connection).
+    ``home``, else ``$SCRIPTORIUM_HOME``, else ``~/.scriptorium``."""
+    chosen = os.fspath(home) if home else os.environ.get("SCRIPTORIUM_HOME")
+    if chosen and is_postgres_url(chosen):
+        parse_home_url(chosen)
+        return chosen
+    if chosen:
+        return Path(chosen).expanduser()
+    return Path.home() / ".scriptorium"
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """The scriptorium home directory (not created here)."""
-    if home:
-        return Path(home).expanduser()
-    env = os.environ.get("SCRIPTORIUM_HOME")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".scriptorium"
+    """The scriptorium home directory (not created here). A PostgreSQL home URL is refused
+    with one line: the caller works on a directory home only (see :func:`resolve_location`)."""
+    where = resolve_location(home)
+    if isinstance(where, str):
+        raise InvalidInput(f"this operation needs a directory home, not the PostgreSQL home "
+                           f"{parse_home_url(where).display}")
+    return where
 
 
 SIDE_BRANCHES = ("conversation", "threshold", "all")
@@ -113,13 +131,14 @@ def _check_keys(data: dict[str, Any], path: Path) -> list[str]:
     return warnings
 
 
-def load_settings(home: Path, overrides: Mapping[str, Any] | None = None,
+def load_settings(home: Home, overrides: Mapping[str, Any] | None = None,
                   environ: Mapping[str, str] | None = None) -> Settings:
-    """Settings for ``home``: file, then environment, then ``overrides`` (None values skipped)."""
+    """Settings for ``home``: file, then environment, then ``overrides`` (None values skipped).
+    A PostgreSQL home has no ``config.toml``: its settings are the environment and flags."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    path = Path(home) / "config.toml"
-    if path.exists():
+    path = None if is_postgres_url(home) else Path(home) / "config.toml"
+    if path is not None and path.exists():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -1,4 +1,5 @@
-"""The `session` CLI group: DESIGN §6 JSON shapes, forks, and one-line errors."""
+"""The `session` CLI group: DESIGN §6 JSON shapes, forks, and one-line errors — on a home
+directory and on a PostgreSQL home (``--home postgresql://…``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import json
 
 import pytest
 
-from testkit import json_error
+from testkit import Cli, json_error
+
+
+@pytest.fixture
+def cli(home_kind, home, request):
+    """The CLI on an empty home of either kind."""
+    return Cli(home if home_kind == "directory" else request.getfixturevalue("pg_url"))
 
 
 def fail(cli, *args):
@@ -117,6 +124,7 @@ def test_commands_on_a_missing_session_exit_not_found(cli, home, args):
     code, err = fail(cli, *args)
     assert code == 3 and "nope" in err
     assert not (home / "sessions" / "nope").exists()
+    assert cli.json("session", "list")["sessions"] == []
 
 
 def test_unknown_nodes_exit_not_found(cli):

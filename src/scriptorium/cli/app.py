@@ -11,31 +11,52 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import click
 
-from ..config import Settings, load_settings, resolve_home
+from ..config import Home, Settings, load_settings, resolve_location
 from ..errors import NotFound, ReasonCode, ScriptoriumError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.writing import Memory
     from ..sessions import SessionStore
+    from ..sessions.pg_store import PgSessionStore
 
 
 class App:
-    """What every command needs: the home directory and lazily built library objects."""
+    """What every command needs: the home (a directory, or a PostgreSQL home URL) and lazily
+    built library objects."""
 
     def __init__(self, home: str | None):
-        self.home: Path = resolve_home(home)
+        self._home_arg = home
+        self._home: Home | None = None
         self.as_json = False
         self._warned: set[str] = set()
+        self._pg_store: PgSessionStore | None = None
+
+    @property
+    def home(self) -> Home:
+        """Resolved when a command first needs it, so a bad ``--home`` URL is reported like
+        any other error of that command (under ``--json`` too)."""
+        if self._home is None:
+            self._home = resolve_location(self._home_arg)
+        return self._home
 
     def require_home(self) -> None:
-        """Refuse a home that does not exist (read-only commands must not create one)."""
-        if not self.home.is_dir():
-            raise NotFound(f"no scriptorium home at {self.home} (check --home or "
+        """Refuse a home that does not exist (read-only commands must not create one): a
+        missing directory, or a PostgreSQL home whose schema was never created."""
+        home = self.home
+        if isinstance(home, str):
+            from ..postgres.connect import home_exists
+            from ..postgres.url import parse_home_url
+
+            if not home_exists(home):
+                raise NotFound(f"no scriptorium home at {parse_home_url(home).display} "
+                               f"(check --home or $SCRIPTORIUM_HOME)")
+            return
+        if not home.is_dir():
+            raise NotFound(f"no scriptorium home at {home} (check --home or "
                            f"$SCRIPTORIUM_HOME)")
 
     def settings(self, **overrides: Any) -> Settings:
@@ -46,10 +67,24 @@ class App:
                 click.echo(f"warning: {warning}", err=True)
         return settings
 
-    def store(self) -> "SessionStore":
+    def store(self) -> "SessionStore | PgSessionStore":
+        """The home's session store: the directory store, or (for a URL) one PostgreSQL
+        store per command, its connection pool closed when the command ends."""
+        home = self.home
+        if isinstance(home, str):
+            if self._pg_store is None:
+                from ..sessions.pg_store import PgSessionStore
+
+                self._pg_store = PgSessionStore.open(home)
+            return self._pg_store
         from ..sessions import SessionStore
 
-        return SessionStore(self.home / "sessions")
+        return SessionStore(home / "sessions")
+
+    def close(self) -> None:
+        if self._pg_store is not None:
+            self._pg_store.close()
+            self._pg_store = None
 
     def memory(self, *, create: bool = True, recover: bool = True,
                **overrides: Any) -> "Memory":
@@ -113,12 +148,14 @@ class _Root(_Group):
 
 @click.group(cls=_Root)
 @click.option("--home", type=click.Path(file_okay=False), default=None,
-              help="Scriptorium home (default: $SCRIPTORIUM_HOME or ~/.scriptorium).")
+              help="Scriptorium home: a directory, or postgresql://…[?home=NAME] "
+                   "(default: $SCRIPTORIUM_HOME or ~/.scriptorium).")
 @click.version_option(package_name="scriptorium")
 @click.pass_context
 def main(ctx: click.Context, home: str | None) -> None:
     """Exactly-once, branch-aware long-term memory for agent conversations."""
     ctx.obj = App(home)
+    ctx.call_on_close(ctx.obj.close)
 
 
 @main.group(cls=_Group)

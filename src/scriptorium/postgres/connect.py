@@ -41,6 +41,22 @@ def _driver() -> Any:
     return psycopg
 
 
+def home_exists(url: str) -> bool:
+    """Does the home ``url`` names exist (its schema created by an earlier open)? Asked
+    without creating anything, so read-only commands can refuse a home that is not there."""
+    psycopg = _driver()
+    target = parse_home_url(url)
+    try:
+        with psycopg.connect(target.conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+            row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                               (target.schema,)).fetchone()
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseUnreachable(f"PostgreSQL at {target.display} did not answer: "
+                                  f"{first}") from None
+    return row is not None
+
+
 class PgHome:
     """One home in one database: a connection pool pinned to the home's schema.
 
