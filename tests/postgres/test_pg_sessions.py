@@ -111,7 +111,8 @@ def test_there_is_no_git_history_on_a_postgresql_home(store):
 def test_two_homes_in_one_database_hold_separate_sessions(pg_server_url):
     from pgserver import home_url
 
-    a, b = PgSessionStore.open(home_url(pg_server_url)), PgSessionStore.open(home_url(pg_server_url))
+    a = PgSessionStore.open(home_url(pg_server_url))
+    b = PgSessionStore.open(home_url(pg_server_url))
     try:
         a.create_session("same")
         a.append_message("same", {"id": "u1", "role": "user", "content": "only in a"})

@@ -1,4 +1,5 @@
-"""Forks and head moves: retry, edit, set_head + events, rewind, spawn, compaction (on both homes)."""
+"""Forks and head moves: retry, edit, set_head + events, rewind, spawn, compaction (on both
+homes)."""
 
 from __future__ import annotations
 

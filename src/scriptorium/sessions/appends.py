@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from ..fsutil import check_name
 from .checks import Added, check_same
@@ -33,13 +34,14 @@ def next_activity(prev: object) -> float:
 class AppendOps:
     """Mixed into both session stores."""
 
-    def append_message(self: LockedStore, sid: str, msg: dict, *, commit: bool | None = None) -> str:
+    def append_message(self: LockedStore, sid: str, msg: dict[str, Any], *,
+                       commit: bool | None = None) -> str:
         """Append one message as a node; idempotent by id. ``commit=None`` commits a git turn
         when the node completes one (a chain-level assistant reply to a user turn). A failed
         commit does not undo the stored node: it is logged (see :meth:`add` to receive it)."""
         return self._add(sid, msg, None, commit, strict=False).node_id
 
-    def add(self: LockedStore, sid: str, msg: dict, *, after: str | None = None,
+    def add(self: LockedStore, sid: str, msg: dict[str, Any], *, after: str | None = None,
             commit: bool | None = None) -> Added:
         """Append ``msg`` (after the head, or as a fork after ``after``) and say what happened.
 
@@ -48,7 +50,8 @@ class AppendOps:
         and commits the history a failed commit left behind."""
         return self._add(sid, msg, after, commit, strict=True)
 
-    def _add(self: LockedStore, sid: str, msg: dict, after: str | None, commit: bool | None, *,
+    def _add(self: LockedStore, sid: str, msg: dict[str, Any], after: str | None,
+             commit: bool | None, *,
              strict: bool) -> Added:
         if after is not None:
             check_name(after, "node id")
@@ -71,7 +74,8 @@ class AppendOps:
             log.warning("%s", warning)
         return Added(node.id, head, created, op.warnings)
 
-    def append_after(self: LockedStore, sid: str, after: str, msg: dict, *, commit: bool | None = None) -> str:
+    def append_after(self: LockedStore, sid: str, after: str, msg: dict[str, Any], *,
+                     commit: bool | None = None) -> str:
         """Append ``msg`` as a child of ``after`` and make it the head (a fork)."""
         return self._add(sid, msg, after, commit, strict=False).node_id
 

@@ -12,7 +12,7 @@ feeder a slot changed.
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Iterable
+from typing import Any, Iterable
 
 from .node import CHAIN_CALLERS, ROOT, Node
 from .nodefiles import StatKey, gc_paused
@@ -27,7 +27,7 @@ def _add_edges(edges: tuple[dict[str, list[str]], dict[str, list[str]]], node: N
         edges[1].setdefault(node.caller, []).append(node.id)
 
 
-def _graph_key(node: Node) -> tuple:
+def _graph_key(node: Node) -> tuple[Any, ...]:
     """What a node contributes to the shape of lines (a mark changes none of it)."""
     md = node.metadata
     covers = md.get("covers_ids")
@@ -45,7 +45,7 @@ class NodeGraph:
         self.files: dict[str, tuple[StatKey, Node]] = {}
         self.nodes: dict[str, Node] = {}
         self.file_of: dict[str, str] = {}
-        self.meta: dict = {}
+        self.meta: dict[str, Any] = {}
         self.meta_present = False
         # derived structures, rebuilt lazily when the shape changed
         self._shape_dirty = True

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 from ..fsutil import FileLock
 
-from .index import SessionIndex
+from .checks import Added
+from .graph import NodeGraph
 from .node import Node
 
 
@@ -27,7 +28,7 @@ class Op:
     what went wrong after the write was already durable (a git commit that failed)."""
 
     sid: str
-    idx: SessionIndex
+    idx: NodeGraph  # the directory store's SessionIndex, or the PostgreSQL store's PgIndex
     events: list[tuple[str, str | None, str | None]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -38,17 +39,22 @@ class LockedStore(Protocol):
     where the sessions live, as error messages name it (a directory, or a home URL)."""
 
     git: bool
-    root: Path | str
+
+    @property
+    def root(self) -> Path | str: ...
 
     def exists(self, sid: str) -> bool: ...
 
-    def _reading(self, sid: str) -> AbstractContextManager[Any]: ...
+    def _reading(self, sid: str) -> AbstractContextManager[NodeGraph]: ...
 
     def _writing(self, sid: str) -> AbstractContextManager[Op]: ...
 
     def _store_node(self, op: Op, node: Node) -> None: ...
 
     def _append_locked(self, op: Op, node: Node, *, advance: bool = True) -> bool: ...
+
+    def _add(self, sid: str, msg: dict[str, Any], after: str | None, commit: bool | None, *,
+             strict: bool) -> Added: ...
 
     @staticmethod
     def _check_invariant(idx: Any, sid: str, node: Node) -> None: ...

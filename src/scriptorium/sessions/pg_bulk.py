@@ -39,8 +39,9 @@ class PgBulkAppender:
         self._head_set = False
 
     def __enter__(self) -> "PgBulkAppender":
-        self._op: PgOp = self._stack.enter_context(self.store._writing(self.sid))  # type: ignore[assignment]
-        self._idx: PgIndex = self._op.idx  # type: ignore[assignment]
+        op = self._stack.enter_context(self.store._writing(self.sid))
+        assert isinstance(op, PgOp) and isinstance(op.idx, PgIndex)  # the store's own kinds
+        self._op, self._idx = op, op.idx
         title = self._idx.meta.get("title")
         self.title = title if isinstance(title, str) else ""
         self.head = self._idx.head

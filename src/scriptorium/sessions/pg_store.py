@@ -136,7 +136,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
             try:
                 with self.pg.connection() as conn:
                     idx = self._sync(conn, sid, lock=True)
-                    op = PgOp(sid, idx, conn=conn, rev=idx.rev + 1)  # type: ignore[arg-type]
+                    op = PgOp(sid, idx, conn=conn, rev=idx.rev + 1)
                     yield op
                     self._finish(op, idx)
             except BaseException:
@@ -165,27 +165,29 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
                 {"seq": seq, "session_id": sid, "old": old, "new": new, "at": at})))
 
     # --- the primitives the shared operations write through ---------------------------------
-    def _store_node(self, op: PgOp, node: Node) -> None:  # type: ignore[override]
+    def _store_node(self, op: Op, node: Node) -> None:
+        assert isinstance(op, PgOp) and isinstance(op.idx, PgIndex)
         op.conn.execute("INSERT INTO nodes (session_id, id, seq, rev, body) "
                         "VALUES (%s, %s, %s, %s, %s)",
                         (op.sid, node.id, node.seq, op.rev, jsonb(node.to_json())))
-        op.idx.put(node, op.rev)  # type: ignore[attr-defined]
+        op.idx.put(node, op.rev)
 
-    def _meta_for_write(self, idx: PgIndex) -> dict:
+    def _meta_for_write(self, idx: PgIndex) -> dict[str, Any]:
         return dict(idx.meta)
 
-    def _write_meta(self, idx: PgIndex, meta: dict) -> None:
+    def _write_meta(self, idx: PgIndex, meta: dict[str, Any]) -> None:
         """Staged in the graph; the row is written once, when the transaction finishes."""
         idx.meta = meta
         idx.pending = True
 
-    def _rewrite_metadata_locked(self, op: PgOp, patches: dict[str, dict], *,  # type: ignore[override]
+    def _rewrite_metadata_locked(self, op: Op, patches: dict[str, dict[str, Any]], *,
                                  crash_points: bool = False) -> None:
         """Merge each patch into its node's metadata (the graph is exact under the row lock)
         and rewrite the rows in the open transaction: the marks commit together or not at
         all. ``crash_points`` keeps the marker's named steps (``mark-staged``, ``mid-mark``);
         a kill at either leaves no mark, as the transaction never commits."""
-        idx: PgIndex = op.idx  # type: ignore[assignment]
+        assert isinstance(op, PgOp) and isinstance(op.idx, PgIndex)
+        idx = op.idx
         check_text(patches, f"metadata patch for session {op.sid}")
         rows: list[tuple[Any, int, str, str]] = []
         merged: list[Node] = []
@@ -227,7 +229,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         with self._reading(sid):
             return None
 
-    def git_log(self, sid: str, limit: int = 50) -> list[dict]:
+    def git_log(self, sid: str, limit: int = 50) -> list[dict[str, Any]]:
         raise InvalidInput(f"session {sid}: a PostgreSQL home keeps no per-turn git history "
                            f"(the node rows are the history)")
 
@@ -256,7 +258,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
                     raise same_name_clash(sid, clash[0])
         return sid
 
-    def list_sessions(self) -> list[dict]:
+    def list_sessions(self) -> list[dict[str, Any]]:
         """One row per session, newest ``updated_at`` first (as the directory store)."""
         with self.pg.connection() as conn:
             found = conn.execute("SELECT id, meta->'title', meta->'updated_at', "

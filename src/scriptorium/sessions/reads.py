@@ -7,7 +7,7 @@ Shared by both session stores: each read runs on the store's fresh graph of the 
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Any, Callable
 
 from ..fsutil import check_name
 from . import walks
@@ -19,7 +19,7 @@ from .ops import LockedStore
 class ReadOps:
     """Mixed into both session stores."""
 
-    def get_meta(self: LockedStore, sid: str) -> dict:
+    def get_meta(self: LockedStore, sid: str) -> dict[str, Any]:
         """A copy of meta.json (defaults for a history-only session)."""
         with self._reading(sid) as idx:
             meta = json.loads(json.dumps(idx.meta)) if idx.meta_present else {}
@@ -45,31 +45,32 @@ class ReadOps:
         with self._reading(sid) as idx:
             return [n.copy() for n in idx.ordered()]
 
-    def branch_view(self: LockedStore, sid: str, head: str | None = None) -> dict:
+    def branch_view(self: LockedStore, sid: str, head: str | None = None) -> dict[str, Any]:
         """One consistent read for ``session show``: the session head, the tip walked from
         and the branch's message dicts."""
         if head is not None:
             check_name(head, "node id")
         with self._reading(sid) as idx:
             tip = head if head is not None else idx.head
-            msgs = [] if walks.empty_tip(idx, tip) else [
+            msgs = [] if tip is None or walks.empty_tip(idx, tip) else [
                 n.to_message(sid) for n in walks.branch(idx, sid, tip)]
             return {"session_id": sid, "head_id": idx.head, "tip": tip, "messages": msgs}
 
     # --- reads --------------------------------------------------------------------------------
-    def get_branch(self: LockedStore, sid: str, head: str | None = None) -> list[dict]:
+    def get_branch(self: LockedStore, sid: str, head: str | None = None) -> list[dict[str, Any]]:
         """The branch ending at ``head`` (default: the session head) as message dicts, oldest
         first; root and rewound nodes dropped, summaries never spliced in."""
         if head is not None:
             check_name(head, "node id")
         with self._reading(sid) as idx:
             h = head if head is not None else idx.head
-            if walks.empty_tip(idx, h):
+            if h is None or walks.empty_tip(idx, h):
                 return []
             return [n.to_message(sid) for n in walks.branch(idx, sid, h)]
 
     def branch_tail(self: LockedStore, sid: str, head: str | None = None, *,
-                    stop: Callable[[dict], bool]) -> tuple[list[dict], dict | None]:
+                    stop: Callable[[dict[str, Any]], bool]
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The newest part of a branch: the messages after the newest one for which
         ``stop(message)`` is true (all of them if none is), oldest first, with root and
         rewound nodes dropped as in :meth:`get_branch` — plus the message of the node the
@@ -82,9 +83,9 @@ class ReadOps:
             check_name(head, "node id")
         with self._reading(sid) as idx:
             h = head if head is not None else idx.head
-            if walks.empty_tip(idx, h):
+            if h is None or walks.empty_tip(idx, h):
                 return [], None
-            tail: list[dict] = []
+            tail: list[dict[str, Any]] = []
             for node in walks.walk_back(idx, sid, h):
                 if node.is_root or node.rewound:
                     continue
@@ -96,7 +97,7 @@ class ReadOps:
             root = idx.nodes.get(idx.branch_root(h))
             return tail, (root.to_message(sid) if root is not None else None)
 
-    def list_branches(self: LockedStore, sid: str) -> list[dict]:
+    def list_branches(self: LockedStore, sid: str) -> list[dict[str, Any]]:
         """Every live tip, the head first, then newest (by seq) first."""
         with self._reading(sid) as idx:
             head = idx.head
@@ -104,8 +105,9 @@ class ReadOps:
             if (head is not None and head in idx.nodes and not idx.nodes[head].is_root
                     and all(n.id != head for n in found)):
                 found.append(idx.nodes[head])
-            branches = idx.meta.get("branches") if isinstance(idx.meta.get("branches"), dict) else {}
-            rows = []
+            named = idx.meta.get("branches")
+            branches: dict[str, Any] = named if isinstance(named, dict) else {}
+            rows: list[dict[str, Any]] = []
             for n in found:
                 entry = branches.get(n.id)
                 name = entry if isinstance(entry, str) else None
