@@ -36,9 +36,12 @@ def _free_port() -> int:
 
 class PgServer:
     """A throwaway server: ``start()`` returns its base URL; ``stop()`` ends it and removes
-    its data directory."""
+    its data directory. Tests run it without fsync (speed, nothing to keep); benchmarks ask
+    for ``durable=True`` (fsync and synchronous commit on, as a real server runs), so their
+    figures compare like with like."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
         self.bindir = _bindir()
         self.dir: Path | None = None
         self.port = 0
@@ -66,8 +69,9 @@ class PgServer:
             raise RuntimeError(f"initdb failed: {done.stderr.strip()[-400:]}")
         self.port = _free_port()
         opts = (f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-                f"-c unix_socket_directories={self.dir} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+                f"-c unix_socket_directories={self.dir} -c max_connections=200")
+        if not self.durable:
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         done = self._run("pg_ctl", "-D", str(data), "-o", opts, "-l", str(self.dir / "log"),
                          "-w", "-t", "60", "start")
         if done.returncode:

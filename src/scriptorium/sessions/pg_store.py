@@ -92,7 +92,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
 
     def exists(self, sid: str) -> bool:
         sid = self._sid(sid)
-        with self.pg.connection() as conn:
+        with self._read_connection() as conn:
             return conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone() \
                 is not None
 
@@ -118,11 +118,23 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
             self._indexes.pop(sid, None)
 
     @contextlib.contextmanager
+    def _read_connection(self) -> Iterator[Any]:
+        """A pooled connection in autocommit for the length of a read: each statement sees
+        what was committed before it (a read needs no more, see :meth:`_sync`), and no
+        COMMIT round trip is paid at the end."""
+        with self.pg.connection() as conn:
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                conn.autocommit = False
+
+    @contextlib.contextmanager
     def _reading(self, sid: str) -> Iterator[PgIndex]:
         sid = self._sid(sid)
         with self._tlock(sid):
             try:
-                with self.pg.connection() as conn:
+                with self._read_connection() as conn:
                     idx = self._sync(conn, sid, lock=False)
             except BaseException:
                 self._forget(sid)
@@ -260,7 +272,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
 
     def list_sessions(self) -> list[dict[str, Any]]:
         """One row per session, newest ``updated_at`` first (as the directory store)."""
-        with self.pg.connection() as conn:
+        with self._read_connection() as conn:
             found = conn.execute("SELECT id, meta->'title', meta->'updated_at', "
                                  "meta->'head_id' FROM sessions").fetchall()
         rows = []
