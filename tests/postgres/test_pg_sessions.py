@@ -121,3 +121,54 @@ def test_two_homes_in_one_database_hold_separate_sessions(pg_server_url):
     finally:
         a.close()
         b.close()
+
+
+def test_another_store_follows_the_moves_in_order_and_is_woken_by_notify(store, pg_url):
+    follower = PgSessionStore.open(pg_url)
+    waker = follower.events.waker()
+    try:
+        reader = follower.events.reader(follower.events.last_seq())
+        assert reader.poll() == [] and waker.notified
+        store.create_session("s")
+        store.append_message("s", {"id": "u1", "role": "user", "content": "hi"})
+        waker.wait(60)  # ends on the NOTIFY, long before the timeout
+        store.set_head("s", None)
+        moves = reader.poll()
+        assert [(m.session_id, m.old, m.new) for m in moves] == [("s", None, "u1"),
+                                                                  ("s", "u1", None)]
+        assert [m.seq for m in moves] == [moves[0].seq, moves[0].seq + 1] and reader.complete
+        assert reader.poll() == []
+    finally:
+        waker.close()
+        follower.close()
+
+
+def _append_many(url: str, sid: str, n: int) -> None:
+    s = PgSessionStore.open(url)
+    s.create_session(sid)
+    for i in range(n):
+        s.append_message(sid, {"id": f"{sid}-{i}", "role": "user" if i % 2 == 0 else "assistant",
+                               "content": "x"})
+    s.close()
+
+
+def test_a_reader_polling_while_two_processes_move_heads_sees_each_move_once_in_order(store,
+                                                                                     pg_url):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    reader = store.events.reader(0)
+    procs = [ctx.Process(target=_append_many, args=(pg_url, sid, 30)) for sid in ("a", "b")]
+    for p in procs:
+        p.start()
+    seen = []
+    while any(p.is_alive() for p in procs):
+        seen += reader.poll()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    seen += reader.poll()
+    assert [m.seq for m in seen] == list(range(1, 61)) and reader.complete
+    for sid in ("a", "b"):
+        news = [m.new for m in seen if m.session_id == sid]
+        assert news == [f"{sid}-{i}" for i in range(30)]

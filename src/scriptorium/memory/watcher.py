@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import ConcurrentUpdate, ScriptoriumError
 from ..fsutil import FileLock, atomic_write_json
-from ..sessions.events import HeadMove, LogReader, Waker
+from ..sessions.events import HeadMove, LogReader
 from .failures import Failure, classify
 from .results import SessionResult
 from .side_branches import REJECTED_REPLY
@@ -332,7 +332,7 @@ class IdleWatcher:
         descriptor (a signal's wakeup pipe) ends the sleep at once. A stop between steps ends
         the loop; a step under way finishes first (a write is never cut short)."""
         stop = stop or threading.Event()
-        waker = Waker(self.memory.store.events)
+        waker = self.memory.store.events.waker()  # inotify, or LISTEN on PostgreSQL
         waker.open()  # watch the log before the first look at it: no move falls between
         passes = 0
         next_poll = self.clock() if self.needs_full_pass() else self.clock() + self.interval

@@ -157,6 +157,10 @@ class HeadMoveLog:
     def reader(self, after: int = 0) -> "LogReader":
         return LogReader(self, after)
 
+    def waker(self) -> "Waker":
+        """What a follower blocks on between reads (inotify on this log's directory)."""
+        return Waker(self)
+
 
 class LogReader:
     """Follows the log from seq ``after``: :meth:`poll` returns the moves appended since, each

@@ -7,7 +7,9 @@ supplies their primitives over tables (``postgres/migrations.py``, component ``s
 - ``sessions`` (one row per session: its meta as jsonb and a ``rev`` counter),
 - ``nodes`` (one row per node: the node's JSON, its seq and the ``rev`` that last wrote it),
 - ``head_moves`` (every head move, written in the transaction that made it, then
-  ``NOTIFY scriptorium_<home>`` so listeners on any host are told after it commits).
+  ``NOTIFY scriptorium_<home>`` so listeners on any host are told after it commits; read
+  like the directory home's log through :attr:`PgSessionStore.events`, see
+  :mod:`.pg_events`).
 
 A write is one transaction holding the session row ``FOR UPDATE``: the row lock is the
 directory store's session lock, across processes and hosts, and dies with its connection.
@@ -23,7 +25,6 @@ non-empty session): the rows are the history.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterator
@@ -42,6 +43,7 @@ from .marks import MarkOps
 from .node import Node, new_id
 from .ops import Op
 from .pg_bulk import PgBulkAppender
+from .pg_events import PgHeadMoveLog, log_moves
 from .pg_rows import PgIndex, PgOp, jsonb
 from .reads import ReadOps
 
@@ -60,6 +62,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         self.pg = pg
         self.root = pg.target.display  # where error messages say the sessions live
         self.channel = NOTIFY_PREFIX + pg.target.home
+        self.events = PgHeadMoveLog(pg, self.channel)  # head moves, told to other processes
         self._indexes: dict[str, PgIndex] = {}
         self._tlocks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
@@ -164,17 +167,9 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         idx.pending = False
         op.conn.execute("UPDATE sessions SET meta = %s, rev = %s WHERE id = %s",
                         (jsonb(idx.meta), op.rev, op.sid))
-        self._log_moves(op.conn, op.events)
+        if op.events:
+            log_moves(op.conn, self.channel, op.events, time.time())
         idx.rev = op.rev
-
-    def _log_moves(self, conn: Any, events: list[tuple[str, str | None, str | None]]) -> None:
-        at = time.time()
-        for sid, old, new in events:
-            seq = conn.execute("INSERT INTO head_moves (session_id, old_head, new_head, at) "
-                               "VALUES (%s, %s, %s, %s) RETURNING seq",
-                               (sid, old, new, at)).fetchone()[0]
-            conn.execute("SELECT pg_notify(%s, %s)", (self.channel, json.dumps(
-                {"seq": seq, "session_id": sid, "old": old, "new": new, "at": at})))
 
     # --- the primitives the shared operations write through ---------------------------------
     def _store_node(self, op: Op, node: Node) -> None:
