@@ -172,3 +172,21 @@ def test_a_reader_polling_while_two_processes_move_heads_sees_each_move_once_in_
     for sid in ("a", "b"):
         news = [m.new for m in seen if m.session_id == sid]
         assert news == [f"{sid}-{i}" for i in range(30)]
+
+
+def test_a_write_waiting_too_long_for_the_session_is_busy_and_changes_nothing(store, pg_url):
+    from scriptorium.errors import ConcurrentUpdate
+
+    store.create_session("s")
+    holder = store.pg.dedicated(autocommit=False)  # another writer, mid-transaction
+    try:
+        holder.execute("SELECT 1 FROM sessions WHERE id = 's' FOR UPDATE")
+        store.lock_timeout = 0.05
+        with pytest.raises(ConcurrentUpdate, match="busy") as info:
+            store.append_message("s", {"id": "u1", "role": "user", "content": "hi"})
+        assert info.value.exit_code == 5 and "\n" not in str(info.value)
+    finally:
+        holder.close()
+    assert store.get_nodes("s") == []
+    store.append_message("s", {"id": "u1", "role": "user", "content": "hi"})  # lock freed
+    assert store.head("s") == "u1"

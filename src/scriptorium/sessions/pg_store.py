@@ -29,7 +29,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..errors import InvalidInput
+from ..errors import ConcurrentUpdate, InvalidInput
 from ..faults import fault_point
 from ..fsutil import check_name, check_text, name_key
 from .announce import HeadAnnouncer, HeadListener
@@ -57,6 +57,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
     """All sessions of one PostgreSQL home (see the module docstring)."""
 
     git = False  # no per-turn git history: the rows are the history
+    lock_timeout: float = 60.0  # seconds a write waits for the session's row lock
 
     def __init__(self, pg: "PgHome"):
         self.pg = pg
@@ -116,6 +117,19 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
             idx.meta, idx.rev = meta, rev
         return idx
 
+    def _lock(self, conn: Any, sid: str) -> PgIndex:
+        """The session's row locked for this transaction (waiting at most ``lock_timeout``,
+        then busy like the directory store's lock) and its graph up to date."""
+        from psycopg.errors import LockNotAvailable
+
+        conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                     (f"{int(self.lock_timeout * 1000)}ms",))
+        try:
+            return self._sync(conn, sid, lock=True)
+        except LockNotAvailable:
+            raise ConcurrentUpdate(f"session {sid} lock is busy ({self.root}); another writer "
+                                   f"holds it") from None
+
     def _forget(self, sid: str) -> None:
         with self._guard:
             self._indexes.pop(sid, None)
@@ -150,7 +164,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         with self._tlock(sid):
             try:
                 with self.pg.connection() as conn:
-                    idx = self._sync(conn, sid, lock=True)
+                    idx = self._lock(conn, sid)
                     op = PgOp(sid, idx, conn=conn, rev=idx.rev + 1)
                     yield op
                     self._finish(op, idx)
