@@ -19,7 +19,7 @@ from .bulk import check_bulk_edges
 from .errors import HeadRefused, NodeNotFound
 from .node import Node
 from .ops import LockedStore
-from .pg_rows import PgIndex, PgOp, jsonb
+from .pg_rows import INSERT_NODE, PgIndex, PgOp, jsonb
 
 BATCH = 500
 
@@ -61,8 +61,7 @@ class PgBulkAppender:
     def _flush(self) -> None:
         if self._rows:
             with self._op.conn.cursor() as cur:
-                cur.executemany("INSERT INTO nodes (session_id, id, seq, rev, body) "
-                                "VALUES (%s, %s, %s, %s, %s)", self._rows)
+                cur.executemany(INSERT_NODE, self._rows)
             self._rows = []
 
     def _publish(self) -> None:

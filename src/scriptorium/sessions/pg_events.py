@@ -36,20 +36,29 @@ LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('scriptorium-head-moves:' || c
 HeadMoves = list[tuple[str, "str | None", "str | None"]]
 
 
+# One statement per move: the row, its NOTIFY (json built from the row's seq) and, every
+# PRUNE_EVERY moves, the pruning; no result is needed, so a write sends them all in one
+# pipeline with its other statements.
+_MOVE_SQL = """
+WITH m AS (INSERT INTO head_moves (session_id, old_head, new_head, at)
+           VALUES (%(sid)s, %(old)s, %(new)s, %(at)s) RETURNING seq),
+     told AS (SELECT pg_notify(%(channel)s, json_build_object(
+                  'seq', m.seq, 'session_id', %(sid)s::text, 'old', %(old)s::text,
+                  'new', %(new)s::text, 'at', %(at)s::float8)::text) FROM m),
+     pruned AS (DELETE FROM head_moves
+                WHERE (SELECT seq FROM m) %% %(every)s = 0 AND seq <= (SELECT seq FROM m) - %(keep)s)
+SELECT count(*) FROM told
+"""
+
+
 def log_moves(conn: Any, channel: str, moves: HeadMoves, at: float) -> None:
     """Record ``moves`` in the write's open transaction (rows, then NOTIFY); see the module
-    docstring for why the advisory lock comes first."""
-    import json
-
+    docstring for why the advisory lock comes first. Sends without waiting for results, so
+    inside ``conn.pipeline()`` it costs no round trip of its own."""
     conn.execute(LOCK_SQL)
     for sid, old, new in moves:
-        row = conn.execute("INSERT INTO head_moves (session_id, old_head, new_head, at) "
-                           "VALUES (%s, %s, %s, %s) RETURNING seq", (sid, old, new, at)).fetchone()
-        seq = int(row[0])
-        conn.execute("SELECT pg_notify(%s, %s)", (channel, json.dumps(
-            {"seq": seq, "session_id": sid, "old": old, "new": new, "at": at})))
-        if seq % PRUNE_EVERY == 0:
-            conn.execute("DELETE FROM head_moves WHERE seq <= %s", (seq - KEEP_MOVES,))
+        conn.execute(_MOVE_SQL, {"sid": sid, "old": old, "new": new, "at": at,
+                                 "channel": channel, "every": PRUNE_EVERY, "keep": KEEP_MOVES})
 
 
 class PgHeadMoveLog:

@@ -7,12 +7,14 @@ other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .graph import NodeGraph
 from .node import Node, node_from_json
 from .ops import Op
+
+INSERT_NODE = "INSERT INTO nodes (session_id, id, seq, rev, body) VALUES (%s, %s, %s, %s, %s)"
 
 
 class PgIndex(NodeGraph):
@@ -38,10 +40,13 @@ class PgIndex(NodeGraph):
 
 @dataclass
 class PgOp(Op):
-    """One write transaction: the connection it runs on and the rev its rows get."""
+    """One write transaction: the connection it runs on, the rev its rows get, and the
+    statements queued for its end (sent in one pipeline with the session row and the head
+    moves, so a write costs a few round trips whatever it changed)."""
 
     conn: Any = None
     rev: int = 0
+    queued: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
 
 
 def jsonb(value: Any) -> Any:

@@ -44,7 +44,7 @@ from .node import Node, new_id
 from .ops import Op
 from .pg_bulk import PgBulkAppender
 from .pg_events import PgHeadMoveLog, log_moves
-from .pg_rows import PgIndex, PgOp, jsonb
+from .pg_rows import INSERT_NODE, PgIndex, PgOp, jsonb
 from .reads import ReadOps
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -122,10 +122,11 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         then busy like the directory store's lock) and its graph up to date."""
         from psycopg.errors import LockNotAvailable
 
-        conn.execute("SELECT set_config('lock_timeout', %s, true)",
-                     (f"{int(self.lock_timeout * 1000)}ms",))
         try:
-            return self._sync(conn, sid, lock=True)
+            with conn.pipeline():  # one round trip for both
+                conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                             (f"{int(self.lock_timeout * 1000)}ms",))
+                return self._sync(conn, sid, lock=True)
         except LockNotAvailable:
             raise ConcurrentUpdate(f"session {sid} lock is busy ({self.root}); another writer "
                                    f"holds it") from None
@@ -179,18 +180,21 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         if not idx.pending:
             return
         idx.pending = False
-        op.conn.execute("UPDATE sessions SET meta = %s, rev = %s WHERE id = %s",
-                        (jsonb(idx.meta), op.rev, op.sid))
-        if op.events:
-            log_moves(op.conn, self.channel, op.events, time.time())
+        conn = op.conn
+        with conn.pipeline():
+            for statement, params in op.queued:
+                conn.execute(statement, params)
+            conn.execute("UPDATE sessions SET meta = %s, rev = %s WHERE id = %s",
+                         (jsonb(idx.meta), op.rev, op.sid))
+            if op.events:
+                log_moves(conn, self.channel, op.events, time.time())
         idx.rev = op.rev
 
     # --- the primitives the shared operations write through ---------------------------------
     def _store_node(self, op: Op, node: Node) -> None:
         assert isinstance(op, PgOp) and isinstance(op.idx, PgIndex)
-        op.conn.execute("INSERT INTO nodes (session_id, id, seq, rev, body) "
-                        "VALUES (%s, %s, %s, %s, %s)",
-                        (op.sid, node.id, node.seq, op.rev, jsonb(node.to_json())))
+        op.queued.append((INSERT_NODE, (op.sid, node.id, node.seq, op.rev,
+                                        jsonb(node.to_json()))))
         op.idx.put(node, op.rev)
 
     def _meta_for_write(self, idx: PgIndex) -> dict[str, Any]:
@@ -210,7 +214,6 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         assert isinstance(op, PgOp) and isinstance(op.idx, PgIndex)
         idx = op.idx
         check_text(patches, f"metadata patch for session {op.sid}")
-        rows: list[tuple[Any, int, str, str]] = []
         merged: list[Node] = []
         for node_id, patch in patches.items():
             current = idx.nodes.get(node_id)
@@ -225,16 +228,14 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
                 else:
                     node.metadata[key] = value
             merged.append(node)
-            rows.append((jsonb(node.to_json()), op.rev, op.sid, node_id))
         if crash_points:
             fault_point("mark-staged")
-        with op.conn.cursor() as cur:
-            cur.executemany("UPDATE nodes SET body = %s, rev = %s "
-                            "WHERE session_id = %s AND id = %s", rows)
-        if crash_points:
-            fault_point("mid-mark")
-        for node in merged:
+        for i, node in enumerate(merged):
+            op.queued.append(("UPDATE nodes SET body = %s, rev = %s WHERE session_id = %s "
+                              "AND id = %s", (jsonb(node.to_json()), op.rev, op.sid, node.id)))
             idx.put(node, op.rev)
+            if i == 0 and crash_points:
+                fault_point("mid-mark")
 
     def _commit(self, op: Op, message: str, *, soft: bool = False) -> str | None:
         return None  # no git history on this home: the committed transaction is the record
