@@ -41,24 +41,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench_sessions import text  # noqa: E402
 from pgserver import PgServer, home_url  # noqa: E402
 
 from scriptorium.sessions import Node, SessionStore  # noqa: E402
 from scriptorium.postgres.connect import PgHome  # noqa: E402
 from scriptorium.sessions.pg_store import PgSessionStore  # noqa: E402
 
-WORDS = ("budget flight hotel menu vegetarian meeting room Lisbon offsite deploy Tuesday "
-         "rollback staging canary metrics review approve schedule dinner venue transfer").split()
 MARK = "memory_written_scriptorium"
-
-
-def text(rng: random.Random, chars: int) -> str:
-    out, n = [], 0
-    while n < chars:
-        w = rng.choice(WORDS)
-        out.append(w)
-        n += len(w) + 1
-    return " ".join(out)
 
 
 def ms(fn: Callable[[], Any], rounds: int) -> float:

@@ -21,7 +21,7 @@ import os
 import re
 import time
 from array import array
-from typing import Container, Iterator
+from typing import Any, Container, Iterator
 
 from ..fsutil import atomic_write_json, atomic_write_text, check_name, fsync_dir
 from .errors import AppendRefused, HeadRefused, NodeNotFound
@@ -86,7 +86,40 @@ def check_bulk_edges(sid: str, node: Node, ids: Container[str], has_turns: bool)
     return turn
 
 
-class BulkAppender:
+class BatchHead:
+    """What a batch publishes at its end besides its nodes: the head (checked when set) and
+    extra meta keys. Shared by both bulk appenders; each says which ids it knows."""
+
+    sid: str
+    head: str | None
+    _head_set: bool
+    _meta_extra: dict[str, Any]
+
+    def _known(self, node_id: str) -> bool:
+        raise NotImplementedError
+
+    def _summary(self, node_id: str) -> bool:
+        raise NotImplementedError
+
+    def set_head(self, node_id: str | None) -> None:
+        """Move the head when the batch is published (one event, old -> new)."""
+        if node_id is not None:
+            if not self._known(node_id):
+                raise NodeNotFound(f"node {node_id} not found in session {self.sid}")
+            if self._summary(node_id):
+                raise HeadRefused(f"session {self.sid}: node {node_id} is a compaction summary "
+                                  f"and cannot be the head")
+        self.head = node_id
+        self._head_set = True
+
+    def update_meta(self, **fields: object) -> None:
+        """Extra meta keys to publish with the batch (never ``head_id``/``id``)."""
+        for key in ("head_id", "id"):
+            fields.pop(key, None)
+        self._meta_extra.update(fields)
+
+
+class BulkAppender(BatchHead):
     """Append nodes to one existing session; use as a context manager (it holds the lock)."""
 
     def __init__(self, store: BulkStore, sid: str):
@@ -221,19 +254,8 @@ class BulkAppender:
         self.added += 1
         return True
 
-    def set_head(self, node_id: str | None) -> None:
-        """Move the head when the batch is published (one event, old -> new)."""
-        if node_id is not None:
-            if node_id not in self.ids:
-                raise NodeNotFound(f"node {node_id} not found in session {self.sid}")
-            if node_id in self.summaries:
-                raise HeadRefused(f"session {self.sid}: node {node_id} is a compaction summary "
-                                  f"and cannot be the head")
-        self.head = node_id
-        self._head_set = True
+    def _known(self, node_id: str) -> bool:
+        return node_id in self.ids
 
-    def update_meta(self, **fields: object) -> None:
-        """Extra meta.json keys to publish with the batch (never ``head_id``/``id``)."""
-        for key in ("head_id", "id"):
-            fields.pop(key, None)
-        self._meta_extra.update(fields)
+    def _summary(self, node_id: str) -> bool:
+        return node_id in self.summaries

@@ -15,8 +15,7 @@ from typing import Any
 
 from ..fsutil import check_name
 from .appends import next_activity
-from .bulk import check_bulk_edges
-from .errors import HeadRefused, NodeNotFound
+from .bulk import BatchHead, check_bulk_edges
 from .node import Node
 from .ops import LockedStore
 from .pg_rows import INSERT_NODE, PgIndex, PgOp, jsonb
@@ -24,7 +23,7 @@ from .pg_rows import INSERT_NODE, PgIndex, PgOp, jsonb
 BATCH = 500
 
 
-class PgBulkAppender:
+class PgBulkAppender(BatchHead):
     """Append nodes to one existing session; use as a context manager (it holds the row)."""
 
     def __init__(self, store: LockedStore, sid: str):
@@ -99,20 +98,8 @@ class PgBulkAppender:
             self._flush()
         return True
 
-    def set_head(self, node_id: str | None) -> None:
-        """Move the head when the batch is published (one event, old -> new)."""
-        if node_id is not None:
-            node = self._idx.nodes.get(node_id)
-            if node is None:
-                raise NodeNotFound(f"node {node_id} not found in session {self.sid}")
-            if node.is_summary:
-                raise HeadRefused(f"session {self.sid}: node {node_id} is a compaction summary "
-                                  f"and cannot be the head")
-        self.head = node_id
-        self._head_set = True
+    def _known(self, node_id: str) -> bool:
+        return node_id in self._idx.nodes
 
-    def update_meta(self, **fields: object) -> None:
-        """Extra meta keys to publish with the batch (never ``head_id``/``id``)."""
-        for key in ("head_id", "id"):
-            fields.pop(key, None)
-        self._meta_extra.update(fields)
+    def _summary(self, node_id: str) -> bool:
+        return self._idx.nodes[node_id].is_summary
