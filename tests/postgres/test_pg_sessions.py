@@ -190,3 +190,17 @@ def test_a_write_waiting_too_long_for_the_session_is_busy_and_changes_nothing(st
     assert store.get_nodes("s") == []
     store.append_message("s", {"id": "u1", "role": "user", "content": "hi"})  # lock freed
     assert store.head("s") == "u1"
+
+
+def test_what_json_cannot_hold_is_refused_in_one_line_and_nothing_is_stored(store):
+    store.create_session("s")
+    store.append_message("s", {"id": "u1", "role": "user", "content": "hi"})
+    for call in (lambda: store.append_message("s", {"id": "a1", "role": "assistant",
+                                                    "content": "x", "score": float("nan")}),
+                 lambda: store.merge_node_metadata_batch("s", {"u1": {"w": float("inf")}}),
+                 lambda: store.create_session("t", budget=float("nan"))):
+        with pytest.raises(InvalidInput, match="NaN or Infinity") as info:
+            call()
+        assert "\n" not in str(info.value)
+    assert [n.id for n in store.get_nodes("s")] == ["u1"]
+    assert store.get_node("s", "u1").metadata == {} and not store.exists("t")

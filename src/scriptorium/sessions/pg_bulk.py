@@ -18,7 +18,7 @@ from .appends import next_activity
 from .bulk import BatchHead, check_bulk_edges
 from .node import Node
 from .ops import LockedStore
-from .pg_rows import INSERT_NODE, PgIndex, PgOp, jsonb
+from .pg_rows import INSERT_NODE, PgIndex, PgOp, node_json
 
 BATCH = 500
 
@@ -91,7 +91,7 @@ class PgBulkAppender(BatchHead):
         has_turns = idx.first_conversational_seq() is not None
         check_bulk_edges(self.sid, node, idx.nodes, has_turns)
         node.seq = idx.max_seq + 1
-        self._rows.append((self.sid, node.id, node.seq, self._op.rev, jsonb(node.to_json())))
+        self._rows.append((self.sid, node.id, node.seq, self._op.rev, node_json(node, self.sid)))
         idx.put(node, self._op.rev)
         self.added += 1
         if len(self._rows) >= BATCH:

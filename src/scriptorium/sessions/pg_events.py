@@ -45,8 +45,8 @@ WITH m AS (INSERT INTO head_moves (session_id, old_head, new_head, at)
      told AS (SELECT pg_notify(%(channel)s, json_build_object(
                   'seq', m.seq, 'session_id', %(sid)s::text, 'old', %(old)s::text,
                   'new', %(new)s::text, 'at', %(at)s::float8)::text) FROM m),
-     pruned AS (DELETE FROM head_moves
-                WHERE (SELECT seq FROM m) %% %(every)s = 0 AND seq <= (SELECT seq FROM m) - %(keep)s)
+     pruned AS (DELETE FROM head_moves WHERE (SELECT seq FROM m) %% %(every)s = 0
+                AND seq <= (SELECT seq FROM m) - %(keep)s)
 SELECT count(*) FROM told
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ..errors import InvalidInput
 from .graph import NodeGraph
 from .node import Node, node_from_json
 from .ops import Op
@@ -49,7 +50,21 @@ class PgOp(Op):
     queued: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
 
 
-def jsonb(value: Any) -> Any:
+def jsonb(value: Any, what: str) -> Any:
+    """``value`` as a jsonb parameter, serialised here so what JSON cannot hold (NaN,
+    Infinity: a node file would take them, PostgreSQL's jsonb does not) is one clear
+    InvalidInput naming ``what`` before anything is sent, not a database error."""
+    import json
+
     from psycopg.types.json import Jsonb
 
-    return Jsonb(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise InvalidInput(f"invalid {what}: NaN or Infinity, which JSON cannot hold") from None
+    return Jsonb(value, dumps=lambda _value: text)
+
+
+def node_json(node: Node, sid: str) -> Any:
+    """A node's row body (see :func:`jsonb`)."""
+    return jsonb(node.to_json(), f"node {node.id} of session {sid}")

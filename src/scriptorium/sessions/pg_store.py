@@ -44,7 +44,7 @@ from .node import Node, new_id
 from .ops import Op
 from .pg_bulk import PgBulkAppender
 from .pg_events import PgHeadMoveLog, log_moves
-from .pg_rows import INSERT_NODE, PgIndex, PgOp, jsonb
+from .pg_rows import INSERT_NODE, PgIndex, PgOp, jsonb, node_json
 from .reads import ReadOps
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -185,7 +185,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
             for statement, params in op.queued:
                 conn.execute(statement, params)
             conn.execute("UPDATE sessions SET meta = %s, rev = %s WHERE id = %s",
-                         (jsonb(idx.meta), op.rev, op.sid))
+                         (jsonb(idx.meta, f"meta of session {op.sid}"), op.rev, op.sid))
             if op.events:
                 log_moves(conn, self.channel, op.events, time.time())
         idx.rev = op.rev
@@ -194,7 +194,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
     def _store_node(self, op: Op, node: Node) -> None:
         assert isinstance(op, PgOp) and isinstance(op.idx, PgIndex)
         op.queued.append((INSERT_NODE, (op.sid, node.id, node.seq, op.rev,
-                                        jsonb(node.to_json()))))
+                                        node_json(node, op.sid))))
         op.idx.put(node, op.rev)
 
     def _meta_for_write(self, idx: PgIndex) -> dict[str, Any]:
@@ -214,7 +214,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         assert isinstance(op, PgOp) and isinstance(op.idx, PgIndex)
         idx = op.idx
         check_text(patches, f"metadata patch for session {op.sid}")
-        merged: list[Node] = []
+        merged: list[tuple[Node, Any]] = []
         for node_id, patch in patches.items():
             current = idx.nodes.get(node_id)
             if current is None:
@@ -227,12 +227,12 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
                     node.metadata.pop(key, None)
                 else:
                     node.metadata[key] = value
-            merged.append(node)
+            merged.append((node, node_json(node, op.sid)))
         if crash_points:
             fault_point("mark-staged")
-        for i, node in enumerate(merged):
+        for i, (node, body) in enumerate(merged):
             op.queued.append(("UPDATE nodes SET body = %s, rev = %s WHERE session_id = %s "
-                              "AND id = %s", (jsonb(node.to_json()), op.rev, op.sid, node.id)))
+                              "AND id = %s", (body, op.rev, op.sid, node.id)))
             idx.put(node, op.rev)
             if i == 0 and crash_points:
                 fault_point("mid-mark")
@@ -272,7 +272,8 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         with self.pg.connection() as conn:
             created = conn.execute(
                 "INSERT INTO sessions (id, name_key, meta) VALUES (%s, %s, %s) "
-                "ON CONFLICT DO NOTHING RETURNING id", (sid, key, jsonb(meta))).fetchone()
+                "ON CONFLICT DO NOTHING RETURNING id",
+                (sid, key, jsonb(meta, f"meta of session {sid}"))).fetchone()
             if created is None:
                 clash = conn.execute("SELECT id FROM sessions WHERE name_key = %s AND id <> %s",
                                      (key, sid)).fetchone()
