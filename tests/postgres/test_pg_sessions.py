@@ -204,3 +204,17 @@ def test_what_json_cannot_hold_is_refused_in_one_line_and_nothing_is_stored(stor
         assert "\n" not in str(info.value)
     assert [n.id for n in store.get_nodes("s")] == ["u1"]
     assert store.get_node("s", "u1").metadata == {} and not store.exists("t")
+
+
+def test_a_home_damaged_by_hand_is_one_corrupt_file_line_not_a_traceback(store):
+    from scriptorium.errors import CorruptFile
+
+    store.create_session("s")
+    with store.pg.connection() as conn:
+        conn.execute("DROP TABLE nodes")
+    fresh = PgSessionStore(store.pg)
+    with pytest.raises(CorruptFile, match="nodes") as info:
+        fresh.get_nodes("s")
+    assert "\n" not in str(info.value) and info.value.exit_code == 4
+    with pytest.raises(CorruptFile):
+        fresh.append_message("s", {"id": "u1", "role": "user", "content": "hi"})

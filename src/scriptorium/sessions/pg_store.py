@@ -29,7 +29,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..errors import ConcurrentUpdate, InvalidInput
+from ..errors import ConcurrentUpdate, CorruptFile, InvalidInput
 from ..faults import fault_point
 from ..fsutil import check_name, check_text, name_key
 from .announce import HeadAnnouncer, HeadListener
@@ -136,11 +136,25 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
             self._indexes.pop(sid, None)
 
     @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection (see PgHome.connection) whose unexpected database errors (a
+        table dropped by hand, a constraint broken outside scriptorium) become one
+        CorruptFile line naming the home, never a traceback."""
+        from psycopg import Error
+
+        try:
+            with self.pg.connection() as conn:
+                yield conn
+        except Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CorruptFile(f"PostgreSQL home {self.root}: {first}") from None
+
+    @contextlib.contextmanager
     def _read_connection(self) -> Iterator[Any]:
         """A pooled connection in autocommit for the length of a read: each statement sees
         what was committed before it (a read needs no more, see :meth:`_sync`), and no
         COMMIT round trip is paid at the end."""
-        with self.pg.connection() as conn:
+        with self._connection() as conn:
             conn.autocommit = True
             try:
                 yield conn
@@ -164,7 +178,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         sid = self._sid(sid)
         with self._tlock(sid):
             try:
-                with self.pg.connection() as conn:
+                with self._connection() as conn:
                     idx = self._lock(conn, sid)
                     op = PgOp(sid, idx, conn=conn, rev=idx.rev + 1)
                     yield op
@@ -269,7 +283,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         meta = {"id": sid, "title": title, "created_at": now, "updated_at": now,
                 "head_id": None, "branches": {}}
         meta.update(extra)
-        with self.pg.connection() as conn:
+        with self._connection() as conn:
             created = conn.execute(
                 "INSERT INTO sessions (id, name_key, meta) VALUES (%s, %s, %s) "
                 "ON CONFLICT DO NOTHING RETURNING id",
