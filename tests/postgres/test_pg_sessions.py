@@ -218,3 +218,18 @@ def test_a_home_damaged_by_hand_is_one_corrupt_file_line_not_a_traceback(store):
     assert "\n" not in str(info.value) and info.value.exit_code == 4
     with pytest.raises(CorruptFile):
         fresh.append_message("s", {"id": "u1", "role": "user", "content": "hi"})
+
+
+def test_a_refused_write_keeps_the_cache_and_a_rolled_back_one_drops_it(store):
+    store.create_session("s")
+    store.append_message("s", {"id": "u1", "role": "user", "content": "hi"})
+    cached = store._indexes["s"]
+    with pytest.raises(InvalidInput):
+        store.append_message("s", {"id": "x", "role": "wizard", "content": "?"})
+    assert store._indexes["s"] is cached  # nothing was written: no reload of the session
+    with pytest.raises(AppendRefused):
+        with store.bulk("s") as bulk:
+            bulk.append(Node(id="a1", role="llm", output="ok", predecessor="u1"))
+            bulk.append(Node(id="a2", role="llm", output="no", predecessor="ghost"))
+    assert "s" not in store._indexes  # a1 was in the graph, not in the database
+    assert [n.id for n in store.get_nodes("s")] == ["u1"]

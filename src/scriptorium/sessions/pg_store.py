@@ -183,17 +183,20 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
                     op = PgOp(sid, idx, conn=conn, rev=idx.rev + 1)
                     yield op
                     self._finish(op, idx)
+                idx.pending = False  # committed: the graph is the database's again
             except BaseException:
-                self._forget(sid)  # the graph may hold what the rollback undid
+                held = self._indexes.get(sid)
+                if held is not None and held.pending:
+                    self._forget(sid)  # the graph holds what the rollback undid
                 raise
         self._announce(op.events)
 
     def _finish(self, op: PgOp, idx: PgIndex) -> None:
         """Publish the transaction's changes: the session row's meta and rev, and its head
-        moves (rows + NOTIFY, both delivered only if the transaction commits)."""
+        moves (rows + NOTIFY, both delivered only if the transaction commits). A refused
+        write changed nothing, so its graph (and cache) stays as it was."""
         if not idx.pending:
             return
-        idx.pending = False
         conn = op.conn
         with conn.pipeline():
             for statement, params in op.queued:
