@@ -67,3 +67,13 @@ def test_memory_commands_say_plainly_when_they_need_a_directory_home(pg_url):
     result = Cli(pg_url)("memory", "status", "--json")
     assert result.exit_code == 2, result.output
     assert "needs a directory home" in json_error(result)["message"]
+
+
+def test_without_the_postgres_extra_a_url_home_names_the_install_command(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were not installed
+    result = Cli("postgresql://me@127.0.0.1:1/db")("session", "list", "--json")
+    assert result.exit_code == 2, result.output
+    err = json_error(result)
+    assert err["code"] == "POSTGRES_UNAVAILABLE" and "scriptorium[postgres]" in err["message"]
