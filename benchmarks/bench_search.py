@@ -1,17 +1,20 @@
-"""Search cost as memory grows: the derived FTS5 index, ours beside the pre-change code.
+"""Search cost as memory grows: the derived FTS5 index, ours beside the code before it.
 
 For synthetic workspaces of 0.5 / 9.8 / 50 MB of topics (topics citing archived turns, as the
 writers produce them; cached under benchmarks/out/), each implementation runs in its own
 process on its own copy and reports:
 
 - index build: the whole index from the files (what the first query pays when it is missing);
-- warm query: median over the queries, nothing changed since the last query;
+- warm query: p50 and p95 over the queries (each asked twice), nothing changed since;
 - first query after a write: a real transaction adds a paragraph to one topic (its install
-  hook updates the index), then the query is timed (median over the writes);
-- index size as a ratio to the topic text.
+  hook updates the index), then the next query is timed (p50 over the writes);
+- index size: the index files (WAL checkpointed) over the topic text, after the build, and
+  how much they grew over the writes per byte of topic text the writes added.
 
-The baseline is commit BASELINE_COMMIT (see workspaces.py); "re-parse per query" is what the
-reference system did (read + parse every topic, BM25 in Python), timed here on a few queries.
+The baseline is commit SEARCH_BASELINE (main before this search work), extracted by
+``git archive`` and run the same way; ratios are baseline / ours for times (above 1: we are
+faster) and ours / baseline for sizes. "Re-parse per query" is what the reference system did
+(read + parse every topic, BM25 in Python), timed on a few queries.
 
 Usage:
     python benchmarks/bench_search.py [--sizes 0.5,9.8,50] [--queries 20] [--writes 8]
@@ -39,8 +42,10 @@ from scriptorium.memory.sources import (SourceRecord, render_v2_file,
                                         source_anchor, v2_path)
 from scriptorium.memory.topics import parse_topic
 
-from workspaces import BASELINE_COMMIT, baseline_src, cached_workspace, copy_workspace, load, \
-    ours_src
+from workspaces import baseline_src, cached_workspace, copy_workspace, load, ours_src
+
+# main before the search work of issue 12 (one bulk build, no per-query walk, compact rows)
+SEARCH_BASELINE = "683ba17"
 
 FILE_BYTES = 20_000          # one topic file ~ 20 KB, like a subject file after some weeks
 TURNS_PER_SESSION = 60
@@ -160,7 +165,7 @@ def baseline_search(root: Path, query: str, top_k: int = 5) -> list[tuple[float,
 # -- measuring ---------------------------------------------------------------------------------
 
 CHILD = r"""
-import json, os, random, statistics, sys, time
+import json, os, sqlite3, statistics, sys, time
 from pathlib import Path
 from scriptorium.memory.search import attach, rebuild, search
 from scriptorium.memory.workspace import Workspace
@@ -172,26 +177,46 @@ attach(ws)
 def ms(fn, *a, **k):
     t0 = time.perf_counter(); fn(*a, **k); return (time.perf_counter() - t0) * 1000
 
+def index_bytes(used=False):
+    # the index files after folding the WAL in; used: without the free pages SQLite keeps
+    # for reuse (the file grows by whole pages, so growth per write is counted in use)
+    con = sqlite3.connect(ws.runtime_dir / "search.sqlite")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    free = con.execute("PRAGMA freelist_count").fetchone()[0] * \
+        con.execute("PRAGMA page_size").fetchone()[0] if used else 0
+    con.close()
+    return sum(os.path.getsize(ws.runtime_dir / n) for n in os.listdir(ws.runtime_dir)
+               if n.startswith("search.sqlite")) - free
+
+def topic_bytes():
+    return sum(p.stat().st_size for p in (root / "topics").rglob("*.md"))
+
 build = ms(rebuild, ws, False)
+built, in_use, text = index_bytes(), index_bytes(used=True), topic_bytes()
 search(ws, queries[0])
-warm = [ms(search, ws, q) for q in queries for _ in range(2)]
+warm = sorted(ms(search, ws, q) for q in queries for _ in range(2))
 topic_files = sorted(p.relative_to(root).as_posix() for p in (root / "topics").rglob("*.md"))
 sid = "openprogram/s-0/n0"
-after = []
+after, write_s = [], []
 for i in range(writes):
     rel = topic_files[(i * 7919) % len(topic_files)]
+    t0 = time.perf_counter()
     with ws.begin(allowed_sources=[sid]) as tx:
         path = tx.stage / rel
-        path.write_text(path.read_text() + f"\nA new paragraph marker{i}x.[^e1]\n\n"
+        path.write_text(path.read_text() + f"\nA new paragraph marker{i}x about the kiln and "
+                        f"its glaze, fired on day {i}.[^e1]\n\n"
                         f"[^e1]: Time: `2026-09-01`; Sources: [new]({sid})\n")
         assert tx.commit("bench: write").changed_files == [rel]
+    write_s.append(time.perf_counter() - t0)
     q = queries[i % len(queries)]
     after.append(ms(search, ws, q))
     assert [h.path for h in search(ws, f"marker{i}x")] == [rel]
-size = sum(os.path.getsize(ws.runtime_dir / n) for n in os.listdir(ws.runtime_dir)
-           if n.startswith("search.sqlite"))
-print(json.dumps({"build": build, "warm": statistics.median(warm), "after": statistics.median(after),
-                  "index_bytes": size}))
+grown, added = index_bytes(used=True) - in_use, topic_bytes() - text
+print(json.dumps({"build": build, "warm50": statistics.median(warm),
+                  "warm95": warm[min(len(warm) - 1, int(0.95 * len(warm)))],
+                  "after": statistics.median(after), "write_s": statistics.median(write_s),
+                  "index_bytes": built, "topic_bytes": text,
+                  "growth": grown / added if added else float("nan")}))
 """
 
 
@@ -206,39 +231,50 @@ def run(src: Path, megabytes: float, queries: list[str], writes: int) -> dict:
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def ratio(base: float, ours: float) -> str:
+    return f"{base / ours:.1f}×" if ours > 0 else "–"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="0.5,9.8,50", help="MB of topics, comma separated")
     ap.add_argument("--queries", type=int, default=20)
-    ap.add_argument("--writes", type=int, default=8, help="writes (each then a query), ours")
-    ap.add_argument("--baseline-writes", type=int, default=3)
-    ap.add_argument("--reparse-queries", type=int, default=2,
+    ap.add_argument("--writes", type=int, default=24, help="writes, each followed by a query")
+    ap.add_argument("--baseline-writes", type=int, default=24)
+    ap.add_argument("--reparse-queries", type=int, default=1,
                     help="queries timed for the re-parse-per-query baseline (0: skip)")
     args = ap.parse_args()
-    print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
-          f"commit {BASELINE_COMMIT} (before this work)\n")
-    print("| topics | index build: ours / baseline | warm query: ours / baseline | first query "
-          "after a write: ours / baseline | after-write / warm (ours) | index size / topics "
-          "(ours / baseline) | re-parse per query |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"python {sys.version.split()[0]}; baseline = commit {SEARCH_BASELINE} (main before "
+          f"this work); times: ours / baseline (baseline ÷ ours); load average (1, 5, 15 min) "
+          f"per row\n")
+    print("| topics | index build | warm query p50 | warm query p95 | first query after a write "
+          "(its write) | after-write ÷ warm p50 (ours) | index / topics at build: ours / "
+          "baseline | index growth ÷ text written: ours / baseline | re-parse per query | "
+          "load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mb in (float(x) for x in args.sizes.split(",")):
         root = cached_workspace(mb)
-        topics = sum(p.stat().st_size for p in (root / "topics").rglob("*.md"))
         rnd = random.Random(11)
         vocab = vocabulary(random.Random(7))
         qs = [" ".join(rnd.sample(vocab[20:1500], rnd.randint(1, 3))) for _ in range(args.queries)]
+        at_start = load()
         ours = run(ours_src(), mb, qs, args.writes)
-        base = run(baseline_src(), mb, qs, args.baseline_writes)
+        base = run(baseline_src(SEARCH_BASELINE), mb, qs, args.baseline_writes)
         reparse = statistics.median(
             [timed(baseline_search, root, q) for q in qs[:args.reparse_queries]]) \
             if args.reparse_queries else float("nan")
-        print(f"| {topics / 1e6:.1f} MB | {ours['build'] / 1000:.1f} / {base['build'] / 1000:.1f} s "
-              f"| {ours['warm']:.2f} / {base['warm']:.2f} ms "
-              f"| {ours['after']:.2f} / {base['after']:.2f} ms "
-              f"| {ours['after'] / ours['warm']:.1f}× "
-              f"| {ours['index_bytes'] / topics:.2f} / {base['index_bytes'] / topics:.2f} "
-              f"| {reparse:.0f} ms |", flush=True)
-    print(f"\nload average at end {load()}")
+        o, b = ours, base
+        print(f"| {o['topic_bytes'] / 1e6:.1f} MB "
+              f"| {o['build'] / 1000:.2f} / {b['build'] / 1000:.2f} s ({ratio(b['build'], o['build'])}) "
+              f"| {o['warm50']:.2f} / {b['warm50']:.2f} ms ({ratio(b['warm50'], o['warm50'])}) "
+              f"| {o['warm95']:.2f} / {b['warm95']:.2f} ms ({ratio(b['warm95'], o['warm95'])}) "
+              f"| {o['after']:.2f} / {b['after']:.2f} ms ({ratio(b['after'], o['after'])}; "
+              f"write {o['write_s']:.2f} / {b['write_s']:.2f} s) "
+              f"| {o['after'] / o['warm50']:.1f}× "
+              f"| {o['index_bytes'] / o['topic_bytes']:.2f} / "
+              f"{b['index_bytes'] / b['topic_bytes']:.2f} "
+              f"| {o['growth']:.2f} / {b['growth']:.2f} "
+              f"| {reparse:.0f} ms | {at_start} → {load()} |", flush=True)
 
 
 def timed(fn, *args, **kw) -> float:

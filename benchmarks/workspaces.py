@@ -42,12 +42,12 @@ def copy_workspace(mb: float, dest: Path) -> Path:
     return dest
 
 
-def baseline_src() -> Path:
-    """``src/`` of BASELINE_COMMIT, extracted once into benchmarks/out/."""
-    path = OUT / f"baseline-{BASELINE_COMMIT}"
+def baseline_src(commit: str = BASELINE_COMMIT) -> Path:
+    """``src/`` of ``commit`` (default BASELINE_COMMIT), extracted once into benchmarks/out/."""
+    path = OUT / f"baseline-{commit}"
     if not (path / "src").is_dir():
         path.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", BASELINE_COMMIT, "src"],
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "src"],
                                  check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
     return path / "src"

@@ -187,6 +187,8 @@ _BARE_HANDLE_RE = re.compile(r"[^\s\[\]()`,]+/[^\s\[\]()`,]+/[^\s\[\]()`,]+|D\d+
 def _bare_handles(text: str) -> list[str] | None:
     """The handles of a Sources list written as bare source ids (``openprogram/s/n, …``), or
     None when the list is anything else."""
+    if "[" in text:  # no handle holds one: a list of links (the usual case)
+        return None
     parts = [part.strip() for part in _SOURCE_SEP_RE.split(text.strip())] if text.strip() else []
     if parts and all(_BARE_HANDLE_RE.fullmatch(part) for part in parts):
         return parts

@@ -15,6 +15,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Iterable
 
 from ..sources import Frame
@@ -34,6 +35,8 @@ def cjk_grams(text: str, *, for_query: bool = False) -> list[str]:
     longer run (a pair is far more specific than one character), the character of a
     one-character run."""
     out: list[str] = []
+    if text.isascii():  # most text: no CJK run to look for
+        return out
     for run in CJK_RUN_RE.findall(text):
         pairs = [run[i:i + 2] for i in range(len(run) - 1)]
         if for_query:
@@ -43,6 +46,7 @@ def cjk_grams(text: str, *, for_query: bool = False) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=1024)
 def path_words(path: str) -> str:
     """``topics/projects/budget-plan.md`` -> ``projects budget plan`` (the folder and file
     names say what a topic is about)."""
@@ -63,6 +67,7 @@ def logical_path(path: str) -> str:
     return path
 
 
+@lru_cache(maxsize=4096)
 def when_range(when: str) -> tuple[str, str] | None:
     """``YYYY`` / ``YYYY-MM`` / ``YYYY-MM-DD`` -> the first and last day it covers (ISO), or
     None for ``undated`` and anything that is not a real date."""
@@ -133,8 +138,12 @@ Speakers = Callable[[str], "list[str]"]
 
 def speaker_keys(frame: Frame) -> list[str]:
     """What ``--speaker`` matches for a turn: its speaker id, display name and label, any case."""
-    keys = [k.casefold() for k in (frame.speaker_id, frame.speaker_display, frame.label) if k]
-    return list(dict.fromkeys(keys))
+    return list(_speaker_keys(frame.speaker_id, frame.speaker_display, frame.label))
+
+
+@lru_cache(maxsize=1024)
+def _speaker_keys(*names: str | None) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(k.casefold() for k in names if k))
 
 
 def claim_documents(doc: TopicDoc, resolve: Resolve,

@@ -43,8 +43,9 @@ from .documents import (Document, claim_documents, frame_documents, logical_path
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "3"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
-# speakers of the turns they cite
+SCHEMA_VERSION = "4"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
+# speakers of the turns they cite; 4: each path stored once per document (``file`` and
+# ``logical`` computed), dates keyed by document without a rowid
 # A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
 # rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
@@ -64,24 +65,34 @@ CREATE TABLE IF NOT EXISTS files(
     ctime_ns INTEGER NOT NULL, size INTEGER NOT NULL, ino INTEGER NOT NULL, sha TEXT NOT NULL,
     checked_ns INTEGER NOT NULL, unresolved INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS docs(
-    id INTEGER PRIMARY KEY, file TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
-    logical TEXT NOT NULL, line INTEGER NOT NULL, block_id TEXT, claim INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, path TEXT NOT NULL,
+    legacy TEXT, line INTEGER NOT NULL, block_id TEXT, claim INTEGER NOT NULL,
     text TEXT NOT NULL, headings TEXT NOT NULL, dates TEXT NOT NULL, sources TEXT NOT NULL,
     source_id TEXT, version TEXT NOT NULL, speakers TEXT NOT NULL, speaker TEXT NOT NULL,
-    trusted INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS docs_file ON docs(file);
-CREATE INDEX IF NOT EXISTS docs_source ON docs(source_id);
-CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo TEXT NOT NULL, hi TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS doc_dates_doc ON doc_dates(doc);
+    trusted INTEGER NOT NULL,
+    file TEXT GENERATED ALWAYS AS (path) VIRTUAL,
+    logical TEXT GENERATED ALWAYS AS (coalesce(legacy, path)) VIRTUAL);
+CREATE INDEX IF NOT EXISTS docs_path ON docs(path);
+CREATE INDEX IF NOT EXISTS docs_source ON docs(source_id) WHERE source_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo TEXT NOT NULL, hi TEXT NOT NULL,
+    PRIMARY KEY(doc, lo, hi)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     body, context, dates, cjk, content='', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS vectors(
     model TEXT NOT NULL, key TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(model, key));
+INSERT INTO fts(fts, rank) VALUES ('hashsize', 33554432);
 """
+# hashsize: FTS5 keeps a transaction's new terms in memory up to this many bytes before it
+# writes them as a segment (default 1 MB). A build is one transaction: with room for all of
+# it (about 13 MB of terms at 50 MB of topics) it writes one compact segment instead of
+# dozens that are merged again, which was a third of the index's size. A small write holds
+# only its own terms, so the memory follows the work.
 
 SPEAKER_SEP = "\x1f"
-# docs columns after (id, file), in table order
-_ROW_COLUMNS = ("kind, path, logical, line, block_id, claim, text, headings, dates, sources, "
+# the stored docs columns after id, in table order (``legacy``: the logical path when it is
+# not the path itself, see documents.logical_path; ``file`` is the path the document was read
+# from, which is its path)
+_ROW_COLUMNS = ("kind, path, legacy, line, block_id, claim, text, headings, dates, sources, "
                 "source_id, version, speakers, speaker, trusted")
 
 
@@ -94,7 +105,9 @@ def _json(values: tuple[str, ...]) -> str:
 def _row(doc: Document) -> tuple:
     speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
         if doc.speakers else ""
-    return (doc.kind, doc.path, logical_path(doc.path), doc.line, doc.block_id, doc.claim,
+    logical = logical_path(doc.path)
+    return (doc.kind, doc.path, logical if logical != doc.path else None, doc.line,
+            doc.block_id, doc.claim,
             doc.text, _json(tuple(doc.headings)), _json(tuple(doc.dates)),
             _json(tuple(doc.sources)), doc.source_id, doc.version, speakers,
             doc.speaker, int(doc.trusted))
@@ -139,6 +152,9 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_Facts = tuple[bool, list[str]]  # what a claim needs of a turn it cites: trusted, speaker keys
+
+
 class _Resolver:
     """Footnote targets -> (source id, trusted), for one update.
 
@@ -151,14 +167,21 @@ class _Resolver:
 
     def __init__(self, sources: SourceArchive):
         self.sources = sources
-        self._files: dict[str, dict[str, Any]] = {}
-        self._found: dict[str, Any] = {}
+        # per archive file: anchor -> (source id, what claims need of the frame); only these
+        # small tuples are kept (not the frames and their text: a build reads every file)
+        self._files: dict[str, dict[str, tuple[str, _Facts]]] = {}
+        self._facts: dict[str, _Facts] = {}  # source id -> (trusted, speaker keys)
 
-    def _anchors(self, rel: str) -> dict[str, Any]:
+    @staticmethod
+    def _facts_of(frame: Any) -> "_Facts":
+        return bool(frame.trusted), speaker_keys(frame)
+
+    def _anchors(self, rel: str) -> dict[str, tuple[str, "_Facts"]]:
         if rel not in self._files:
-            by_anchor: dict[str, Any] = {}
+            by_anchor: dict[str, tuple[str, _Facts]] = {}
             for frame in self.sources.file_status(rel).frames:
-                by_anchor.setdefault(frame.anchor, frame)
+                if frame.anchor not in by_anchor:
+                    by_anchor[frame.anchor] = (frame.source_id, self._facts_of(frame))
             self._files[rel] = by_anchor
         return self._files[rel]
 
@@ -168,19 +191,33 @@ class _Resolver:
             rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
             parts = rel.split("/")
             if len(parts) == 4 and parts[0] == "sources" and parts[2] == "_v2":
-                frame = self._anchors(rel).get(frag)
-                if frame is not None:
-                    self._found[frame.source_id] = frame
-                    return frame.source_id
+                found = self._anchors(rel).get(frag)
+                if found is not None:
+                    self._facts[found[0]] = found[1]
+                    return found[0]
         return self.sources.resolve_target(topic_path, target)
 
+    def _lookup(self, source_id: str) -> "_Facts | None":
+        if source_id not in self._facts:
+            frame = self.sources.lookup(source_id)
+            if frame is None:
+                return None
+            self._facts[source_id] = self._facts_of(frame)
+        return self._facts[source_id]
+
     def trusted(self, source_id: str) -> bool | None:
-        frame = self._found.get(source_id) or self.sources.lookup(source_id)
-        return None if frame is None else bool(frame.trusted)
+        facts = self._lookup(source_id)
+        return None if facts is None else facts[0]
 
     def speakers(self, source_id: str) -> list[str]:
-        frame = self._found.get(source_id) or self.sources.lookup(source_id)
-        return [] if frame is None else speaker_keys(frame)
+        facts = self._lookup(source_id)
+        return [] if facts is None else facts[1]
+
+
+def _generation(runtime_dir: Path) -> int:
+    """The install counter; 0 before the first install (topics that came without one, copied
+    or hand-written, are seen by the periodic full check like any hand edit)."""
+    return read_generation(runtime_dir) or 0
 
 
 def _kind_of(rel: str) -> str | None:
@@ -188,6 +225,39 @@ def _kind_of(rel: str) -> str | None:
     if not rest or not rel.endswith(".md"):
         return None
     return {"topics": "topic", "sources": "source"}.get(top)
+
+
+class _Inserts:
+    """New documents of one write transaction, inserted together (``executemany`` per table
+    for the whole transaction, not per file: a build is one bulk insert)."""
+
+    _DOCS = f"INSERT INTO docs(id, {_ROW_COLUMNS}) VALUES ({','.join('?' * 16)})"
+    _FTS = "INSERT INTO fts(rowid, body, context, dates, cjk) VALUES (?,?,?,?,?)"
+    _DATES = "INSERT OR IGNORE INTO doc_dates VALUES (?,?,?)"
+    FLUSH_AT = 20_000  # documents held before they are written (memory stays bounded)
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM docs").fetchone()[0]
+        self.rows: list[tuple] = []
+        self.fts: list[tuple] = []
+        self.dates: list[tuple] = []
+
+    def add(self, docs: list[Document], fields: list[tuple] | None = None) -> None:
+        for n, doc in enumerate(docs):
+            doc_id = self.next_id
+            self.next_id += 1
+            self.rows.append((doc_id, *_row(doc)))
+            self.fts.append((doc_id, *(fields[n] if fields else doc.fields())))
+            self.dates.extend((doc_id, lo, hi) for lo, hi in doc.ranges)
+        if len(self.rows) >= self.FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        self.conn.executemany(self._DOCS, self.rows)
+        self.conn.executemany(self._FTS, self.fts)
+        self.conn.executemany(self._DATES, self.dates)
+        self.rows, self.fts, self.dates = [], [], []
 
 
 class SearchIndex:
@@ -252,6 +322,9 @@ class SearchIndex:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # derived data: WAL + NORMAL is enough
             conn.execute("PRAGMA cache_size=-16000")  # 16 MB: FTS merges and queries stay warm
+            # Queries read rows scattered over the file: mapped, a row read is a memory read
+            # (shared with other processes through the page cache), not a read() call each.
+            conn.execute("PRAGMA mmap_size=268435456")
             conn.execute("PRAGMA journal_size_limit=1048576")  # the WAL shrinks back to 1 MB
             if self._version(conn) != SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
@@ -390,9 +463,9 @@ class SearchIndex:
         kinds = tuple(kinds)
         with self._lock:
             conn = self.connection()
-            generation = read_generation(self.runtime_dir)
+            generation = _generation(self.runtime_dir)
             now = time.time_ns()
-            if not full and kinds == ("topic",) and generation is not None and self._files \
+            if not full and kinds == ("topic",) and self._files \
                     and generation == self._generation and now - self._walked_ns < FULL_CHECK_NS:
                 return 0  # no install since we looked, and our last walk is recent
             self._sync_rows(conn)
@@ -406,7 +479,8 @@ class SearchIndex:
     def update(self, paths: Iterable[str]) -> int:
         """Re-index ``paths`` (workspace-relative, as a transaction reports its changed files)
         and every topic whose citations did not all resolve (its evidence may have been
-        archived since). Paths outside ``topics/``/``sources/`` are ignored."""
+        archived since). Paths outside ``topics/``/``sources/`` are ignored. In a process
+        that queries this index, the periodic full check is done here when it falls due."""
         with self._lock:
             conn = self.connection()
             self._sync_rows(conn)
@@ -429,10 +503,13 @@ class SearchIndex:
                     gone.append(rel)
             done = self._apply(conn, todo, gone, [], force=True) if todo or gone else 0
             self._sources_seen = signature
-            generation = read_generation(self.runtime_dir)
-            if generation is not None and self._generation is not None \
-                    and generation == self._generation + 1:
+            generation = _generation(self.runtime_dir)
+            if self._generation is not None and generation == self._generation + 1:
                 self._generation = generation  # the one install since we looked: this one
+                if time.time_ns() - self._walked_ns >= FULL_CHECK_NS:
+                    # The periodic check for hand edits is due: a write (which already costs
+                    # far more than a walk) pays it, not the query that follows it.
+                    done += self.refresh(("topic",))
             return done
 
     def rebuild(self, include_sources: bool | None = None) -> int:
@@ -485,7 +562,7 @@ class SearchIndex:
         conn.execute("BEGIN IMMEDIATE")
         try:
             self._sync_rows(conn)  # another process may have indexed some of these already
-            next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM docs").fetchone()[0]
+            inserts = _Inserts(conn)
             now = time.time_ns()
             for rel in gone:
                 self._forget(conn, rel)
@@ -506,11 +583,12 @@ class SearchIndex:
                                  "checked_ns=? WHERE path=?", (*fp, now, rel))
                     continue
                 docs, unresolved = self._documents(rel, data, resolver)
-                next_id = self._replace_docs(conn, rel, docs, next_id, known=row is not None)
+                self._replace_docs(conn, rel, docs, inserts, known=row is not None)
                 conn.execute("DELETE FROM files WHERE path=?", (rel,))
                 conn.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)",
                              (rel, _kind_of(rel), *fp, sha, now, unresolved))
                 reindexed += 1
+            inserts.flush()
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -548,7 +626,7 @@ class SearchIndex:
     def _old_docs(conn: sqlite3.Connection, rel: str) -> dict[int, tuple]:
         """id -> the stored row (without id and file) of each document of ``rel``."""
         return {r[0]: tuple(r[1:]) for r in conn.execute(
-            f"SELECT id, {_ROW_COLUMNS} FROM docs WHERE file=?", (rel,))}
+            f"SELECT id, {_ROW_COLUMNS} FROM docs WHERE path=?", (rel,))}
 
     @staticmethod
     def _delete_docs(conn: sqlite3.Connection, old: dict[int, tuple]) -> None:
@@ -567,7 +645,7 @@ class SearchIndex:
 
     @classmethod
     def _replace_docs(cls, conn: sqlite3.Connection, rel: str, docs: list[Document],
-                      next_id: int, *, known: bool) -> int:
+                      inserts: "_Inserts", *, known: bool) -> None:
         """Make ``rel``'s documents ``docs``, touching only those that changed: a document
         whose indexed text is unchanged keeps its FTS entry (a write that adds a paragraph
         to a long topic adds that paragraph's entries, not the whole file's again)."""
@@ -575,11 +653,14 @@ class SearchIndex:
         by_fields: dict[tuple, list[int]] = {}
         for doc_id, row in old.items():
             by_fields.setdefault(_row_fields(row), []).append(doc_id)
-        fresh: list[Document] = []
+        if not old:  # a new file (every file of a build): nothing to compare with
+            inserts.add(docs)
+            return
         for doc in docs:
-            same = by_fields.get(doc.fields())
+            fields = doc.fields()
+            same = by_fields.get(fields)
             if not same:
-                fresh.append(doc)
+                inserts.add([doc], [fields])
                 continue
             doc_id = same.pop(0)
             values = _row(doc)
@@ -587,21 +668,7 @@ class SearchIndex:
                 conn.execute(f"UPDATE docs SET ({_ROW_COLUMNS}) = "
                              f"({','.join('?' * len(values))}) WHERE id=?", (*values, doc_id))
         cls._delete_docs(conn, old)
-        return cls._insert(conn, rel, fresh, next_id)
 
-    @staticmethod
-    def _insert(conn: sqlite3.Connection, rel: str, docs: list[Document], next_id: int) -> int:
-        rows, fts, dates = [], [], []
-        for doc in docs:
-            rows.append((next_id, rel, *_row(doc)))
-            fts.append((next_id, *doc.fields()))
-            dates.extend((next_id, lo, hi) for lo, hi in doc.ranges)
-            next_id += 1
-        conn.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        conn.executemany("INSERT INTO fts(rowid, body, context, dates, cjk) VALUES (?,?,?,?,?)",
-                         fts)
-        conn.executemany("INSERT INTO doc_dates VALUES (?,?,?)", dates)
-        return next_id
 
     # -- reading --------------------------------------------------------------------------
 

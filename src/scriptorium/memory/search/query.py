@@ -38,6 +38,10 @@ FUSION_DEPTH = 50  # how deep each ranking goes before fusion
 BRANCH_DEPTH = 40
 ALTERNATIVE_WEIGHT = 0.5
 SUPERSEDED_WEIGHT = 0.2  # share of its score a superseded claim keeps
+# A BM25 query fully ranks this many times top_k of the best raw matches (at least the
+# minimum), see _ranked.
+CANDIDATE_FACTOR = 4
+CANDIDATE_MIN = 32
 
 
 @dataclass
@@ -197,15 +201,40 @@ def _hit(row: dict[str, Any], score: float) -> Hit:
 
 def bm25_rows(index: SearchIndex, match: str, filters: Filters,
               limit: int) -> list[tuple[dict[str, Any], float]]:
+    """The ``limit`` best documents for ``match``: the best raw BM25 matches fully ranked
+    (see :func:`_ranked`), or every match when that cannot be sure of the answer."""
+    selective = filters.prefix or filters.window or filters.speaker
+    rows = None if selective else _ranked(index, match, filters, limit,
+                                          max(CANDIDATE_FACTOR * limit, CANDIDATE_MIN))
+    return rows if rows is not None else _ranked(index, match, filters, limit, None)
+
+
+def _ranked(index: SearchIndex, match: str, filters: Filters, limit: int,
+            depth: int | None) -> list[tuple[dict[str, Any], float]] | None:
+    """Rank the matches (``depth``: only the best ``depth`` + 1 by raw BM25, as the FTS table
+    alone ranks them without reading each document's row). Ranking only removes (filters)
+    or demotes (superseded claims), never lifts a document above its raw BM25, so when the
+    last row kept ranks strictly better than the worst raw candidate, nothing outside the
+    candidates can displace it: the answer is the full ranking's. Else None."""
     clauses, params = _where(filters)
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+    best = "ORDER BY raw LIMIT ?" if depth is not None else ""
     # A claim a later one superseded keeps a fraction of its score: the value that holds
     # ranks first, the history stays findable.
-    sql = (f"SELECT {_COLUMNS}, bm25(fts, {weights}) * CASE WHEN d.kind = 'claim' AND "
-           f"instr(d.text, ?) > 0 THEN {SUPERSEDED_WEIGHT} ELSE 1.0 END AS rank FROM fts "
-           f"JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? AND {' AND '.join(clauses)} "
+    sql = (f"WITH c AS MATERIALIZED (SELECT rowid AS id, bm25(fts, {weights}) AS raw FROM fts "
+           f"WHERE fts MATCH ? {best}) "
+           f"SELECT {_COLUMNS}, c.raw * CASE WHEN d.kind = 'claim' AND "
+           f"instr(d.text, ?) > 0 THEN {SUPERSEDED_WEIGHT} ELSE 1.0 END AS rank, "
+           "(SELECT max(raw) FROM c) AS edge, (SELECT count(*) FROM c) AS candidates FROM c "
+           f"JOIN docs d ON d.id = c.id WHERE {' AND '.join(clauses)} "
            "ORDER BY rank, d.path, d.line, d.claim, d.id LIMIT ?")
-    rows = index.rows(sql, [SUPERSEDED_MARK, match, *params, limit])
+    rows = index.rows(sql, [match, *([depth + 1] if depth is not None else []),
+                            SUPERSEDED_MARK, *params, limit])
+    if depth is not None and not (rows and (rows[0]["candidates"] <= depth or (
+            len(rows) == limit and rows[-1]["rank"] < rows[0]["edge"]))):
+        return None
+    for row in rows:
+        del row["edge"], row["candidates"]
     return [(row, -row["rank"]) for row in rows]
 
 

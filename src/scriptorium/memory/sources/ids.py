@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from functools import lru_cache
 from urllib.parse import quote, unquote_to_bytes
 
 from ...errors import InvalidInput, ReasonCode
@@ -52,6 +53,7 @@ def split_source_id(sid: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
+@lru_cache(maxsize=4096)  # providers and threads repeat over every frame of a file
 def pct_encode(s: str) -> str:
     """UTF-8 percent-encoding keeping only ASCII letters, digits and ``- _ . ~`` literal.
 
@@ -96,7 +98,7 @@ def is_v2_safe_id(source_id: object) -> bool:
         split_source_id(source_id)
     except SourceIdError:
         return False
-    return source_id.isprintable() and not any(ch in _UNSAFE_CHARS for ch in source_id)
+    return source_id.isprintable() and _UNSAFE_CHARS.isdisjoint(source_id)
 
 
 def v2_path(source_id: str) -> str:

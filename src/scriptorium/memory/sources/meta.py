@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from functools import lru_cache
 from typing import Any
 
 DEFAULT_META: dict[str, Any] = {
@@ -86,6 +87,13 @@ def encode_meta(obj: dict[str, Any]) -> str:
 
 def decode_meta(token: str) -> dict[str, Any] | None:
     """Current-shape metadata for a canonical token, or None for anything non-canonical."""
+    meta = _decode_meta(token) if isinstance(token, str) else None
+    return None if meta is None else dict(meta)  # a copy: callers may change theirs
+
+
+@lru_cache(maxsize=256)
+def _decode_meta(token: str) -> dict[str, Any] | None:
+    """decode_meta, memoised: an archive repeats a handful of tokens over all its frames."""
     try:
         if not token or "=" in token or len(token) % 4 == 1:
             return None

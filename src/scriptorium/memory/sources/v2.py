@@ -59,7 +59,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _has_surrogate(lines: Iterable[str]) -> bool:
-    return any(_SURROGATE.search(line) for line in lines)
+    return any(not line.isascii() and _SURROGATE.search(line) for line in lines)
 
 
 def parse_record(lines: list[str]) -> tuple[str, str, str] | None:
@@ -87,6 +87,7 @@ def _parse_v2(text: str, path: str) -> V2Parse:
         return V2Parse([], False, "line 1: missing v2 marker line and blank line")
     frames: list[Frame] = []
     seen: set[str] = set()
+    plain = text.isascii()  # then no frame can hold a lone surrogate
     n = len(lines)
     i = 2
 
@@ -132,7 +133,7 @@ def _parse_v2(text: str, path: str) -> V2Parse:
         parsed = parse_record(record)
         if parsed is None:
             return stop("first record line is not '[timestamp] label: text'")
-        if _has_surrogate(lines[i : c + 1 + count]):
+        if not plain and _has_surrogate(lines[i : c + 1 + count]):
             return stop("frame is not valid UTF-8")
         sid, anchor = im.group(1), am.group(1)
         if not is_v2_safe_id(sid):
