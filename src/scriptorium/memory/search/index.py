@@ -3,11 +3,19 @@
 The index is never the source of truth. It lives in ``.scriptorium/search.sqlite`` (excluded
 from the workspace revision and from git), it is brought up to date inside every installed
 transaction (:func:`~scriptorium.memory.search.attach`). Before a query it reads the
-workspace's install counter: when no install happened since it last looked, it trusts what it
-holds; otherwise, and at least every ``FULL_CHECK_NS``, it compares a fingerprint of each topic
-file (mtime, ctime, size, inode) with what it indexed, so a topic hand-edited outside any
-transaction is re-read (within that interval). Deleting the file loses nothing: the next query
-rebuilds it from the topics (and the archive, when sources are searched).
+workspace's install counter (0 before the first install): when no install happened since it
+last looked, it trusts what it holds, without a ``stat`` per topic file; otherwise, and at
+least every ``FULL_CHECK_NS``, it compares a fingerprint of each topic file (mtime, ctime,
+size, inode) with what it indexed, so a topic hand-edited outside any transaction is re-read
+(within that interval). When that check falls due during a write in a process that queries,
+the write's install hook does it, so the query after a write costs what a warm one does.
+Deleting the file loses nothing: the next query rebuilds it from the topics (and the archive,
+when sources are searched).
+
+A build (or any re-index) is one write transaction: documents are inserted in bulk, the
+archive file a footnote points into is parsed once and only what claims need of each turn is
+kept, and a build's FTS5 segments are merged into one that later small writes never rewrite.
+Queries map the file (``mmap_size``) and rank the best raw BM25 matches (see ``query.py``).
 
 File timestamps have coarse granularity (a kernel tick), so a file rewritten in place within
 one tick at the same size keeps its fingerprint. As git does for its index ("racy clean"), a
@@ -56,6 +64,7 @@ RACY_FINE_NS = 100_000_000
 # hand edit outside any transaction is seen within this long.
 FULL_CHECK_NS = 2_000_000_000
 KINDS = ("topic", "source")
+OPTIMIZE_AFTER = 1000  # documents a build must hold to be merged into one FTS segment
 _TOP = {"topic": "topics", "source": "sources"}
 
 _SCHEMA = """
@@ -80,13 +89,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     body, context, dates, cjk, content='', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS vectors(
     model TEXT NOT NULL, key TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(model, key));
-INSERT INTO fts(fts, rank) VALUES ('hashsize', 33554432);
 """
-# hashsize: FTS5 keeps a transaction's new terms in memory up to this many bytes before it
-# writes them as a segment (default 1 MB). A build is one transaction: with room for all of
-# it (about 13 MB of terms at 50 MB of topics) it writes one compact segment instead of
-# dozens that are merged again, which was a third of the index's size. A small write holds
-# only its own terms, so the memory follows the work.
 
 SPEAKER_SEP = "\x1f"
 # the stored docs columns after id, in table order (``legacy``: the logical path when it is
@@ -239,6 +242,7 @@ class _Inserts:
     def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
         self.next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM docs").fetchone()[0]
+        self.first_id = self.next_id
         self.rows: list[tuple] = []
         self.fts: list[tuple] = []
         self.dates: list[tuple] = []
@@ -589,6 +593,11 @@ class SearchIndex:
                              (rel, _kind_of(rel), *fp, sha, now, unresolved))
                 reindexed += 1
             inserts.flush()
+            if inserts.first_id == 1 and inserts.next_id > OPTIMIZE_AFTER:
+                # A build: merge its segments into one. FTS5 puts it above the level small
+                # writes fill, so no later write rewrites it (left among them, the next
+                # merge of small segments copies the whole index inside some small write).
+                conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
