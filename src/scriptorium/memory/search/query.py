@@ -206,7 +206,10 @@ def bm25_rows(index: SearchIndex, match: str, filters: Filters,
     selective = filters.prefix or filters.window or filters.speaker
     rows = None if selective else _ranked(index, match, filters, limit,
                                           max(CANDIDATE_FACTOR * limit, CANDIDATE_MIN))
-    return rows if rows is not None else _ranked(index, match, filters, limit, None)
+    if rows is None:
+        rows = _ranked(index, match, filters, limit, None)
+        assert rows is not None  # ranking every match is always sure
+    return rows
 
 
 def _ranked(index: SearchIndex, match: str, filters: Filters, limit: int,
