@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import os
-import posixpath
 import sqlite3
 import stat
 import threading
@@ -45,8 +44,8 @@ from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive, parse_v2, read_legacy, read_text
 from ..topics import parse_topic
 from ..directory import read_generation
-from .documents import (Document, claim_documents, frame_documents, logical_path,
-                        speaker_keys)
+from .documents import Document, claim_documents, frame_documents, logical_path
+from .resolve import Resolver
 
 log = logging.getLogger(__name__)
 
@@ -153,68 +152,6 @@ def fingerprint(st: os.stat_result) -> tuple[int, int, int, int]:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-_Facts = tuple[bool, list[str]]  # what a claim needs of a turn it cites: trusted, speaker keys
-
-
-class _Resolver:
-    """Footnote targets -> (source id, trusted), for one update.
-
-    Same answers as ``SourceArchive.resolve_target`` + ``lookup``, but a link into a v2
-    archive file loads that file's frames once (through the archive's own cached, symlink-
-    refusing reader) instead of once per footnote: a topic file cites dozens of turns of the
-    same session, and per-footnote lookups were most of the cost of an install-hook update.
-    Anything else (plain handles, legacy files) goes to the archive as is.
-    """
-
-    def __init__(self, sources: SourceArchive):
-        self.sources = sources
-        # per archive file: anchor -> (source id, what claims need of the frame); only these
-        # small tuples are kept (not the frames and their text: a build reads every file)
-        self._files: dict[str, dict[str, tuple[str, _Facts]]] = {}
-        self._facts: dict[str, _Facts] = {}  # source id -> (trusted, speaker keys)
-
-    @staticmethod
-    def _facts_of(frame: Any) -> "_Facts":
-        return bool(frame.trusted), speaker_keys(frame)
-
-    def _anchors(self, rel: str) -> dict[str, tuple[str, "_Facts"]]:
-        if rel not in self._files:
-            by_anchor: dict[str, tuple[str, _Facts]] = {}
-            for frame in self.sources.file_status(rel).frames:
-                if frame.anchor not in by_anchor:
-                    by_anchor[frame.anchor] = (frame.source_id, self._facts_of(frame))
-            self._files[rel] = by_anchor
-        return self._files[rel]
-
-    def resolve(self, topic_path: str, target: str) -> str | None:
-        link, sep, frag = target.partition("#")
-        if sep and link.endswith(".md") and frag.startswith("source-"):
-            rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
-            parts = rel.split("/")
-            if len(parts) == 4 and parts[0] == "sources" and parts[2] == "_v2":
-                found = self._anchors(rel).get(frag)
-                if found is not None:
-                    self._facts[found[0]] = found[1]
-                    return found[0]
-        return self.sources.resolve_target(topic_path, target)
-
-    def _lookup(self, source_id: str) -> "_Facts | None":
-        if source_id not in self._facts:
-            frame = self.sources.lookup(source_id)
-            if frame is None:
-                return None
-            self._facts[source_id] = self._facts_of(frame)
-        return self._facts[source_id]
-
-    def trusted(self, source_id: str) -> bool | None:
-        facts = self._lookup(source_id)
-        return None if facts is None else facts[0]
-
-    def speakers(self, source_id: str) -> list[str]:
-        facts = self._lookup(source_id)
-        return [] if facts is None else facts[1]
 
 
 def _generation(runtime_dir: Path) -> int:
@@ -562,7 +499,7 @@ class SearchIndex:
         """Re-index ``todo``, forget ``gone``, and trust ``settled`` fingerprints, in one
         write transaction (another process doing the same waits, then finds little to do)."""
         reindexed = 0
-        resolver = _Resolver(self.sources)
+        resolver = Resolver(self.sources)
         conn.execute("BEGIN IMMEDIATE")
         try:
             self._sync_rows(conn)  # another process may have indexed some of these already
@@ -618,7 +555,7 @@ class SearchIndex:
                                            row[6], row[7])
 
     def _documents(self, rel: str, data: bytes,
-                   resolver: _Resolver) -> tuple[list[Document], int]:
+                   resolver: Resolver) -> tuple[list[Document], int]:
         if _kind_of(rel) == "topic":
             text = data.decode("utf-8", errors="replace")
             doc = parse_topic(text, rel, strict=False)  # a hand edit must still be found
