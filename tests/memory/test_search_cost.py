@@ -149,3 +149,23 @@ def test_ranking_the_best_raw_matches_answers_as_ranking_every_match(
                                                include_sources=sources)
     everything = query_mod._ranked(index, match, filters, top_k, None)
     assert query_mod.bm25_rows(index, match, filters, top_k) == everything
+
+
+def test_a_build_merges_its_segments_and_gives_back_the_pages_they_left(ws, monkeypatch,
+                                                                        tmp_path):
+    ids = archive(ws, [("s", f"n{i}", "user", f"turn {i}", TS) for i in range(4)])
+    for n in range(4):
+        write_paragraphs(ws, f"topics/t{n}.md",
+                         [[(f"Kiln {n} fired {w}.", [ids[n]], "2026-08-01")] for w in WORDS])
+    before = [h.to_dict() for h in search(ws, "kiln glaze fired", top_k=20)]
+    monkeypatch.setattr(index_mod, "OPTIMIZE_AFTER", 10)  # this build counts as a large one
+    # ... and FTS5 writes it in many segments, as it does a large one (1 MB of terms each)
+    monkeypatch.setattr(index_mod, "_SCHEMA", index_mod._SCHEMA +
+                        "INSERT INTO fts(fts, rank) VALUES ('hashsize', 512);")
+    index = SearchIndex.of(ws)
+    assert index.rebuild() == 48
+    conn = index.connection()
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    assert [h.to_dict() for h in search(ws, "kiln glaze fired", top_k=20)] == before
+    write_paragraphs(ws, "topics/t9.md", [[("The teapot cracked.", [ids[0]], "2026-08-01")]])
+    assert [h.text for h in search(ws, "teapot")] == ["The teapot cracked."]

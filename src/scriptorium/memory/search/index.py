@@ -530,12 +530,15 @@ class SearchIndex:
                              (rel, _kind_of(rel), *fp, sha, now, unresolved))
                 reindexed += 1
             inserts.flush()
-            if inserts.first_id == 1 and inserts.next_id > OPTIMIZE_AFTER:
+            built = inserts.first_id == 1 and inserts.next_id > OPTIMIZE_AFTER
+            if built:
                 # A build: merge its segments into one. FTS5 puts it above the level small
                 # writes fill, so no later write rewrites it (left among them, the next
                 # merge of small segments copies the whole index inside some small write).
                 conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             conn.execute("COMMIT")
+            if built:
+                self._compact(conn)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -543,6 +546,15 @@ class SearchIndex:
             raise
         self._reload(conn, [*todo, *gone, *settled])  # our commit leaves data_version as is
         return reindexed
+
+    @staticmethod
+    def _compact(conn: sqlite3.Connection) -> None:
+        """Give back the pages a build's merges freed (about the size of its FTS data): the
+        file then holds what is in use. Best effort: a busy file is compacted by no one."""
+        try:
+            conn.execute("VACUUM")
+        except sqlite3.OperationalError as exc:
+            log.info("search index not compacted after its build (%s)", exc)
 
     def _reload(self, conn: sqlite3.Connection, paths: list[str]) -> None:
         for rel in paths:
