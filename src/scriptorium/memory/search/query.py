@@ -1,7 +1,8 @@
 """Searching memory: BM25 over topic claims (and archived frames), embedding, hybrid.
 
-Every query first brings the derived index up to date with the files (one ``stat`` per topic
-file when nothing changed), so what is found is what is on disk, even after a hand edit.
+Every query first brings the derived index up to date with the files (when nothing was
+installed since, one read of the install counter; see ``index.py``), so what is found is what
+is on disk, even after a hand edit.
 """
 
 from __future__ import annotations
