@@ -7,8 +7,11 @@
 2. Append: one turn (user message + assistant reply, no git commit) at each size against the
    same turn on a 10-node session, rounds interleaved so machine load hits both alike; the
    full re-scans of ``history/`` the appends triggered are counted.
-3. The per-turn git commit at each size: ours (stage the changed files, plumbing commit)
-   against ``git add -A`` + ``git commit`` on the same repository, alternating.
+3. The per-turn git commit at each size: ours (``update-index`` of the changed files,
+   ``write-tree --missing-ok``, plumbing commit) against the way before it (``add -A --
+   files``, a ``write-tree`` that looks up every blob) and ``git add -A`` + ``git commit``
+   on the same repository, rounds interleaved; with the size of the ``history/`` tree object
+   every commit writes anew (the flat layout of DESIGN §3).
 4. Marking a 20-node batch (``merge_node_metadata_batch``): ours (one durable step) against
    one atomic, fsynced replace per node (the old way: two fsyncs per node); and the next
    read after a mark, which re-lists ``history/`` (a mark never records the index as synced).
@@ -171,29 +174,50 @@ def appends(tmp: Path, sizes: list[int], rounds: int) -> None:
               f"{scans} in {2 * rounds} appends |")
 
 
+def add_paths_commit(repo: GitRepo, message: str, paths: list[str]) -> str | None:
+    """The per-turn commit before this change (commit 683ba17): ``add -A -- paths`` (a
+    pathspec match), ``write-tree`` (which looks up every blob the index names), plumbing."""
+    repo._run(["-c", "core.splitIndex=true", "add", "-A", "--", *paths])
+    tree = repo._run(["write-tree"]).stdout.strip()
+    head = repo._run(["rev-parse", "HEAD"]).stdout.strip()
+    sha = repo._run(["commit-tree", tree, "-p", head, "-m", message]).stdout.strip()
+    repo._run(["update-ref", "HEAD", sha, head])
+    return sha
+
+
 def commits(tmp: Path, sizes: list[int], rounds: int) -> None:
-    header("The per-turn git commit (after a turn's two appends)",
-           "nodes", "ours: stage changed files, plumbing commit", "`add -A` + `commit`", "ratio")
+    header("The per-turn git commit (after a turn's two appends), rounds interleaved",
+           "nodes", "ours: `update-index` of the changed files, `write-tree --missing-ok`, "
+           "plumbing commit", "before: `add -A -- files`, `write-tree`, plumbing",
+           "`add -A` + `commit`", "ours / before", "`history/` tree object")
     for n in [10, *sizes]:
         home = tmp / f"git{n}"
         sid = make_session(home, n)
         store = SessionStore(home / "sessions", git=True)
         store.append_message(sid, {"role": "user", "content": "start"}, commit=True)
         repo = GitRepo(home / "sessions" / sid)
-        ours, old = [], []
+        ours, before, full = [], [], []
         for i in range(rounds):
-            for bucket in (ours, old):
+            for bucket in (ours, before, full):
                 store.append_message(sid, {"role": "user", "content": f"q{i}"}, commit=False)
                 store.append_message(sid, {"role": "assistant", "content": f"a{i}"},
                                      commit=False)
+                changed = sorted(store._index(sid).uncommitted) \
+                    if bucket is before else []
                 t0 = time.perf_counter()
                 if bucket is ours:
                     assert store.commit_turn(sid, f"turn: q{i}")
+                elif bucket is before:
+                    assert add_paths_commit(repo, f"turn: q{i}", changed)
                 else:
                     assert repo.commit_all(f"turn: q{i}")
                 bucket.append(time.perf_counter() - t0)
-        o, b = statistics.median(ours), statistics.median(old)
-        print(f"| {n:,} | {ms(o)} ms | {ms(b)} ms | {b / o:.1f}x |")
+                if bucket is before:
+                    store._index(sid).uncommitted.clear()
+        size = int(repo._run(["cat-file", "-s", "HEAD:history"]).stdout)
+        o, b, f = (statistics.median(x) for x in (ours, before, full))
+        print(f"| {n:,} | {ms(o)} ms | {ms(b)} ms | {ms(f)} ms | {o / b:.2f}x "
+              f"| {size / 1000:.0f} kB |")
 
 
 def marks(tmp: Path, sizes: list[int], rounds: int) -> None:

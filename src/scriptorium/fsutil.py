@@ -301,6 +301,11 @@ class FileLock:
         self._fd = fd
         self._depth = 1
 
+    @property
+    def held(self) -> bool:
+        """True while some ``acquire`` on this object is not yet released."""
+        return self._fd is not None
+
     def release(self) -> None:
         if self._fd is None:
             return

@@ -125,8 +125,8 @@ def test_lookup_sees_a_file_changed_behind_its_back(ws):
 
 
 def test_repeated_lookups_parse_a_file_once(ws, monkeypatch):
+    SourceArchive(ws).archive([rec(f"n{i}") for i in range(5)])
     arch = SourceArchive(ws)
-    arch.archive([rec(f"n{i}") for i in range(5)])
     import scriptorium.memory.sources.archive as mod
     calls = []
     real = mod.parse_v2
@@ -135,6 +135,20 @@ def test_repeated_lookups_parse_a_file_once(ws, monkeypatch):
         for i in range(5):
             assert arch.lookup(f"openprogram/s-91/n{i}") is not None
     assert len(calls) == 1
+
+
+def test_lookups_after_a_write_use_the_parse_the_write_checked_its_file_with(ws, monkeypatch):
+    arch = SourceArchive(ws)
+    arch.archive([rec("n0")])
+    import scriptorium.memory.sources.archive as mod
+    calls = []
+    real = mod.parse_v2
+    monkeypatch.setattr(mod, "parse_v2", lambda t, p: calls.append(p) or real(t, p))
+    arch.archive([rec(f"n{i}") for i in range(1, 4)])  # parses only the result: the old file's is cached
+    assert len(calls) == 1
+    frames = [arch.lookup(f"openprogram/s-91/n{i}") for i in range(4)]
+    assert len(calls) == 1  # the lookups parse nothing
+    assert frames == [SourceArchive(ws).lookup(f"openprogram/s-91/n{i}") for i in range(4)]
 
 
 def test_refuses_to_append_to_a_truncated_file_and_writes_nothing(ws):

@@ -272,7 +272,7 @@ def test_a_turn_commit_stages_only_what_changed_and_takes_along_foreign_marks(ho
                                                         real_run(self, args, check))[1])
     SessionStore.from_home(home, git=False).merge_node_metadata_batch("s1", {"u1": {MARK: "w"}})
     chat(a, "s1", "u3", "a3")
-    adds = [c for c in calls if "add" in c]
+    adds = [c for c in calls if "update-index" in c]
     assert len(adds) == 1
     staged = adds[0][adds[0].index("--") + 1:]
     assert sorted(staged) == ["history/00000000-u-u1.json", "history/00000004-u-u3.json",

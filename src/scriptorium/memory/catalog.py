@@ -32,6 +32,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
@@ -161,6 +162,15 @@ class TopicSummary:
     def unresolved(self) -> bool:
         return any(b.unresolved for b in self.blocks)
 
+    @cached_property
+    def refs_by_id(self) -> dict[str, frozenset[str]]:
+        """Block id or alias -> the sources the blocks answering to it cite."""
+        out: dict[str, set[str]] = {}
+        for block in self.blocks:
+            for block_id in block.ids:
+                out.setdefault(block_id, set()).update(block.refs)
+        return {k: frozenset(v) for k, v in out.items()}
+
 
 def _targets(doc: TopicDoc, block) -> tuple[str, ...]:
     out: list[str] = []
@@ -215,6 +225,7 @@ class TopicCatalog:
         self._where: dict[str, list[str]] = {}  # block id or alias -> topic paths holding it
         self._sources_seen: tuple | None = None
         self._linking: set[str] = set()       # files holding at least one block link
+        self._unresolved: set[str] = set()    # files with a footnote the archive lacked
         self._duplicates: set[str] = set()    # ids more than one file holds (a broken tree)
         self.parses = 0                       # files parsed so far (tests count them)
 
@@ -270,7 +281,7 @@ class TopicCatalog:
         if signature == self._sources_seen:
             return
         self._sources_seen = signature
-        for summary in [s for s in self._files.values() if s.unresolved]:
+        for summary in [self._files[rel] for rel in sorted(self._unresolved)]:
             blocks = []
             for b in summary.blocks:
                 refs, unresolved = _resolved(self.sources, summary.path, b.targets) \
@@ -304,6 +315,8 @@ class TopicCatalog:
         self._files[summary.path] = summary
         if any(block.links for block in summary.blocks):
             self._linking.add(summary.path)
+        if summary.unresolved:
+            self._unresolved.add(summary.path)
         for block in summary.blocks:
             self._cited.update(block.refs)
             for block_id in block.ids:
@@ -318,6 +331,7 @@ class TopicCatalog:
         if old is None:
             return
         self._linking.discard(rel)
+        self._unresolved.discard(rel)
         for block in old.blocks:
             self._cited.subtract(block.refs)
             for ref in block.refs:
@@ -368,6 +382,7 @@ class TopicCatalog:
             self._cited.clear()
             self._where.clear()
             self._linking.clear()
+            self._unresolved.clear()
             self._duplicates.clear()
 
     # -- answers --------------------------------------------------------------------------
@@ -375,6 +390,11 @@ class TopicCatalog:
     def summaries(self) -> list[TopicSummary]:
         with self._lock:
             return [self._files[rel] for rel in sorted(self._files)]
+
+    def by_path(self) -> dict[str, TopicSummary]:
+        """A copy of the summaries by path (they are immutable: what the tree held now)."""
+        with self._lock:
+            return dict(self._files)
 
     def summary(self, rel: str) -> TopicSummary | None:
         return self._files.get(rel)
@@ -413,9 +433,7 @@ class TopicCatalog:
         """The sources committed blocks answering to ``block_id`` cite."""
         out: set[str] = set()
         for rel in self._where.get(block_id, ()):
-            for block in self._files[rel].blocks:
-                if block_id in block.ids:
-                    out.update(block.refs)
+            out |= self._files[rel].refs_by_id.get(block_id, frozenset())
         return out
 
     def ids(self) -> set[str]:

@@ -30,7 +30,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import ConcurrentUpdate
 from ..fsutil import FileLock, atomic_write_text, refuse_symlink, regular_files
@@ -128,6 +128,7 @@ class _ProcessLock:
         self.path = path
         self.rlock = threading.RLock()
         self.depth = 0
+        self.holds = 0  # outermost acquisitions so far: names one unbroken hold
         self.file: FileLock | None = None
 
     def acquire(self, timeout: float | None) -> None:
@@ -141,6 +142,7 @@ class _ProcessLock:
                 lock = FileLock(self.path, timeout=remaining, what="memory workspace write lock")
                 lock.acquire()
                 self.file = lock
+                self.holds += 1
             self.depth += 1
         except BaseException:
             self.rlock.release()
@@ -215,6 +217,7 @@ class WorkspaceDir:
         self.git = GitRepo(self.root, name="scriptorium memory", email="memory@scriptorium.local")
         self.sources = SourceArchive(self.root, tmp_dir=self.runtime_dir)
         self._workspace_id: str | None = None
+        self._history_synced = False  # has this object's last commit staged everything?
         self._install_hooks: list[Callable[["WorkspaceDir", "TransactionResult"], None]] = []
 
     # -- opening ----------------------------------------------------------------------------
@@ -296,6 +299,13 @@ class WorkspaceDir:
         """True when the calling thread holds the write lock."""
         return _process_lock(self.runtime_dir / "write.lock").held_here
 
+    def lock_hold(self) -> int | None:
+        """Which unbroken hold of the write lock the calling thread is in (None: it holds
+        none). Equal values at two moments mean the lock was never released in between, so
+        no other writer ran."""
+        lock = _process_lock(self.runtime_dir / "write.lock")
+        return lock.holds if lock.held_here else None
+
     # -- runtime.json ---------------------------------------------------------------------------
 
     @property
@@ -333,6 +343,33 @@ class WorkspaceDir:
 
     # -- history ---------------------------------------------------------------------------------
 
+    def commit_history(self, message: str, changed: Sequence[str]) -> str | None:
+        """The git commit of one install (caller holds the lock); None when nothing changed.
+
+        It stages by name the topic files the install ``changed`` and the archive files this
+        object wrote since its last commit, so git neither walks nor stats all of memory.
+        Everything under ``topics/`` and ``sources/`` (``add -A``: a hand edit, evidence
+        another process archived) is staged by this object's first commit, by every commit
+        that packs the history (each ``PACK_EVERY``, see :meth:`maintain_history`) and by
+        the commit after a failed one."""
+        due = self._history_count() + 1 >= PACK_EVERY
+        full, self._history_synced = not self._history_synced or due, False
+        if full:
+            sha = self.git.commit_all(message, paths=["topics", "sources"])
+        else:
+            sha = self.git.commit_paths(message, sorted({*changed, *self.sources.written}))
+        self.sources.written.clear()
+        self._history_synced = True
+        if sha:
+            self.maintain_history()
+        return sha
+
+    def _history_count(self) -> int:
+        try:
+            return int((self.runtime_dir / "history-commits").read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return 0
+
     def maintain_history(self) -> None:
         """Keep the git history about as big as the text it holds (caller holds the lock).
 
@@ -340,15 +377,11 @@ class WorkspaceDir:
         deltas; a topic that grows by a paragraph per write would cost its whole size per
         write. Every ``PACK_EVERY`` commits the loose objects are packed (and packs merged
         geometrically, see ``GitRepo.repack``)."""
-        path = self.runtime_dir / "history-commits"
-        try:
-            count = int(path.read_text(encoding="ascii")) + 1
-        except (OSError, ValueError):
-            count = 1
+        count = self._history_count() + 1
         if count >= PACK_EVERY:
             self.git.repack()
             count = 0
-        atomic_write_text(path, f"{count}\n", durable=False)
+        atomic_write_text(self.runtime_dir / "history-commits", f"{count}\n", durable=False)
 
     # -- revision -------------------------------------------------------------------------------
 
@@ -394,43 +427,6 @@ class WorkspaceDir:
                 continue  # vanished while walking; a later re-check sees the difference
             digest.update(os.fsencode(rel) + b"\0" + data + b"\0")
         return digest.hexdigest()[:32]
-
-    def snapshot(self) -> dict[str, tuple[tuple[int, int, int, int], str | None]]:
-        """A cheap stand-in for :meth:`revision` when only "did anything change?" matters
-        (a transaction's concurrent-update check): each revision file's fingerprint (mtime,
-        ctime, size, inode), with the content hash of files modified too recently for their
-        fingerprint to be trusted (a same-tick rewrite keeps it). See :meth:`moved_since`."""
-        from .catalog import fingerprint, is_racy, sha256
-
-        out: dict[str, tuple[tuple[int, int, int, int], str | None]] = {}
-        now = time.time_ns()
-        for rel in self.revision_files():
-            try:
-                fp = fingerprint(os.lstat(self.root / rel))
-                out[rel] = (fp, sha256((self.root / rel).read_bytes())
-                            if is_racy(fp, now) else None)
-            except OSError:
-                continue
-        return out
-
-    def moved_since(self, snapshot: dict[str, tuple[tuple[int, int, int, int], str | None]]
-                    ) -> bool:
-        """True when some memory file changed since ``snapshot`` was taken."""
-        from .catalog import sha256
-
-        now = self.snapshot()
-        if now.keys() != snapshot.keys():
-            return True
-        for rel, (fp, sha) in snapshot.items():
-            if now[rel][0] != fp:
-                return True
-            if sha is not None:
-                try:
-                    if sha256((self.root / rel).read_bytes()) != sha:
-                        return True
-                except OSError:
-                    return True
-        return False
 
     # -- topics -----------------------------------------------------------------------------------
 

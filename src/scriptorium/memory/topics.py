@@ -570,11 +570,14 @@ def normalize_topic(text: str, path: str, *, committed_ids: Iterable[str], resol
     binding: dict[tuple[int, str], Evidence] = {}
     claimed: set[int] = set()
     orphans: dict[int, list[str]] = {}
+    defs_of: dict[str, list[tuple[int, Evidence]]] = {}
+    for dpos, ev in defs:
+        defs_of.setdefault(ev.fid, []).append((dpos, ev))
     for bi, (pos, block) in enumerate(blocks):
         for fid in dict.fromkeys(block.citations):
             if not is_local_label(fid):
                 continue
-            same = [(dpos, ev) for dpos, ev in defs if ev.fid == fid]
+            same = defs_of.get(fid, [])
             after = [ev for dpos, ev in same if dpos > pos]
             before = [ev for dpos, ev in same if dpos < pos]
             chosen = after[0] if after else (before[-1] if before else None)

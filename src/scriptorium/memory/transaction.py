@@ -6,8 +6,8 @@ edits ``stage/topics/**.md`` and nothing else. What the committed tree holds (id
 block links) comes from the topic catalog (scriptorium.memory.catalog), so a commit reads and
 parses only the files the writer changed. ``commit()`` then, under the workspace write lock:
 
-1. re-checks the revision (changed since ``begin`` ⇒ CONCURRENT_UPDATE, the only retryable
-   rejection);
+1. checks that memory did not move since ``begin`` (⇒ CONCURRENT_UPDATE, the only retryable
+   rejection; how, without stat'ing all of memory: scriptorium.memory.moved);
 2. refuses anything written outside ``topics/`` (READ_ONLY_PATH: sources are append-only and
    written by the runtime only);
 3. normalises the changed files (ids are given here, never by writers), parses them strictly
@@ -18,8 +18,8 @@ parses only the files the writer changed. ``commit()`` then, under the workspace
 5. installs the changed files through a journal (``<runtime>/install.json``: prepared → move
    the old files to a backup → move the new ones in → committed → drop the backup), so a crash
    at any point is finished or rolled back by the next ``Workspace.open``, never a mix;
-6. makes exactly one git commit (``git add -A topics sources``: archived evidence rides along)
-   and runs the install hooks.
+6. makes exactly one git commit (the changed files and the evidence archived for it ride
+   along: ``WorkspaceDir.commit_history``) and runs the install hooks.
 
 Crash points are named (``fault_point``) so tests can kill a real process in the middle.
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shutil
 import time
 import uuid
@@ -38,6 +39,7 @@ from ..errors import ConcurrentUpdate, CorruptFile, ReasonCode, ScriptoriumError
 from ..faults import fault_point
 from ..fsutil import atomic_write_json, fsync_dir, safe_join
 from .catalog import TopicCatalog
+from .moved import BeginState
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import PARKED_PREFIX, StageError, checkout, park
 from .directory import TransactionResult
@@ -103,7 +105,7 @@ class Transaction:
             recover_install(workspace)
             workspace.ensure_git()  # damaged history: the install's commit will warn
             self.catalog = TopicCatalog.of(workspace).refresh()
-            self.base = workspace.snapshot()
+            self.base = BeginState.take(workspace, self.catalog)
             self._stage = checkout(workspace, self.catalog)
         self.dir = self._stage.dir
         self.stage = self._stage.root
@@ -147,15 +149,15 @@ class Transaction:
         try:
             with ws.lock():
                 ws.recover()
-                if ws.moved_since(self.base):
-                    raise TransactionError("workspace changed while the writer was running "
-                                           "(revision moved); retry on a fresh stage",
-                                           code=ReasonCode.CONCURRENT_UPDATE)
+                if self.base.moved(ws):
+                    raise _stale()
                 plan = _Plan(self)
                 plan.build()
                 if not plan.writes:
                     self._settle(plan)
                     return TransactionResult(workspace=ws)
+                if self.base.overwritten(ws, plan.writes):
+                    raise _stale()
                 result = plan.install(message)
                 self._settle(plan)
         finally:
@@ -175,6 +177,11 @@ class Transaction:
             self._settled = True
         except OSError:
             pass
+
+
+def _stale() -> "TransactionError":
+    return TransactionError("workspace changed while the writer was running (revision "
+                            "moved); retry on a fresh stage", code=ReasonCode.CONCURRENT_UPDATE)
 
 
 class _Where(dict):
@@ -234,13 +241,20 @@ class _Plan:
                 by_target.setdefault("", [])
             return by_target.get(target, [])
 
+        memo: dict[tuple[str, str], str | None] = {}
+
         def resolve(path: str, target: str) -> str | None:
+            # the archive cannot change under the lock: a target is resolved once per plan
+            key = (posixpath.dirname(path), target)
+            if key in memo:
+                return memo[key]
             found = arch.resolve_target(path, target)
             if found is None:
                 for old_path in committed_paths(target):
                     found = arch.resolve_target(old_path, target)
                     if found is not None:
                         break
+            memo[key] = found
             return found
 
         return resolve
@@ -256,6 +270,13 @@ class _Plan:
         committed_ids = catalog.ids()
         resolve = self._make_resolver()
         arch = ws.sources
+        links: dict[tuple[str, str], str | None] = {}
+
+        def link_for(path: str, source_id: str) -> str | None:
+            key = (posixpath.dirname(path), source_id)
+            if key not in links:
+                links[key] = arch.canonical_link(path, source_id)
+            return links[key]
 
         final: dict[str, bytes | None] = {}
         touched: set[str] = set()
@@ -276,7 +297,7 @@ class _Plan:
                 raise TransactionError(f"{rel}: not valid UTF-8",
                                        code=ReasonCode.INVALID_TOPIC_FORMAT) from None
             out = normalize_topic(text, rel, committed_ids=committed_ids, resolve=resolve,
-                                  link_for=arch.canonical_link, taken_ids=taken)
+                                  link_for=link_for, taken_ids=taken)
             final[rel] = out.encode("utf-8") if out else None
 
         docs: dict[str, TopicDoc] = {}
@@ -443,9 +464,7 @@ class _Plan:
             changed_files=sorted(p for p in self.writes), created_blocks=self.created,
             removed_blocks=self.removed, workspace=ws)
         try:
-            result.commit = ws.git.commit_all(message, paths=["topics", "sources"])
-            if result.commit:
-                ws.maintain_history()
+            result.commit = ws.commit_history(message, list(self.writes))
         except ScriptoriumError as exc:
             result.warnings.append(
                 f"memory history not committed ({exc.code}; the install stands): {exc}")

@@ -159,6 +159,12 @@ class LineOps:
     def new_cache() -> _Cache:
         return OrderedDict()
 
+    def _forget_lines(self, sid: str) -> None:
+        """Drop the cached lines of a session whose index the store let go (each entry
+        holds the index it was computed on)."""
+        for key in [k for k in list(self._lines) if k[0] == sid]:
+            self._lines.pop(key, None)
+
     def line(self, sid: str, tip: str | None = None) -> Line:
         """The conversation line ending at ``tip`` (default: the head). Cached per
         (session, tip) until the session's graph changes (the index's ``generation``), so

@@ -8,9 +8,9 @@ import json
 
 from ..errors import InvalidInput
 from ..faults import fault_point
-from ..fsutil import atomic_write_many, check_name
+from ..fsutil import atomic_write_many, check_name, json_object
 from .errors import NodeNotFound
-from .node import parse_node
+from .node import Node, node_from_json
 
 from .ops import Op
 
@@ -47,7 +47,7 @@ class MarkOps:
         once this returns. ``crash_points``: the marker's named steps ``mark-staged`` (every
         temp file durable, nothing renamed) and ``mid-mark`` (one file renamed)."""
         idx = op.idx
-        staged: list[tuple[str, bytes]] = []
+        staged: list[tuple[str, bytes, Node]] = []
         for node_id, patch in patches.items():
             name = idx.file_of[node_id]
             path = idx.hist / name
@@ -56,8 +56,8 @@ class MarkOps:
             except FileNotFoundError:
                 raise NodeNotFound(
                     f"node {node_id} of session {op.sid} vanished ({path})") from None
-            current = parse_node(data, path)
-            md = dict(current.metadata)
+            raw = json_object(data, f"node file {path}")
+            md = dict(node_from_json(raw, path).metadata)  # refuses a damaged file
             for key, value in patch.items():
                 if key == "predecessor":
                     continue
@@ -65,22 +65,19 @@ class MarkOps:
                     md.pop(key, None)
                 else:
                     md[key] = value
-            try:
-                raw = json.loads(data)
-            except ValueError:  # parse_node already vouched for it
-                raw = current.to_json()
             raw["metadata"] = md
-            staged.append((name, json.dumps(raw, ensure_ascii=False).encode("utf-8")))
+            out = json.dumps(raw, ensure_ascii=False).encode("utf-8")
+            staged.append((name, out, node_from_json(raw, name)))  # = parse_node(out)
 
         def staged_point() -> None:
             if crash_points:
                 fault_point("mark-staged")
 
         def adopt(i: int) -> None:
-            name, out = staged[i]
-            idx.record_own_write(name, parse_node(out, name), out)
+            name, out, node = staged[i]
+            idx.record_own_write(name, node, out)
             if i == 0 and crash_points:
                 fault_point("mid-mark")
 
-        atomic_write_many([(idx.hist / name, out) for name, out in staged],
+        atomic_write_many([(idx.hist / name, out) for name, out, _ in staged],
                           before_rename=staged_point, after_rename=adopt)

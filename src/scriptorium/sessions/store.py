@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -40,6 +41,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
+# Sessions whose index (nodes, fingerprints) and locks a store keeps in memory, least
+# recently used dropped first: a process that walks thousands of sessions (``write --all``)
+# holds a bounded number, and a dropped one is read again from disk when next asked for.
+MAX_OPEN_SESSIONS = 32
+
 class SessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, CommitOps, HeadAnnouncer):
     """All sessions under ``root`` (= ``<home>/sessions``)."""
 
@@ -49,8 +55,8 @@ class SessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, CommitOps, Hea
         self.root = Path(root)
         self.git = git  # False skips per-turn commits (tests, benchmarks of the bare store)
         self.events = HeadMoveLog(self.root)  # head moves, told to other processes
-        self._indexes: dict[str, SessionIndex] = {}
-        self._tlocks: dict[str, threading.RLock] = {}
+        self._indexes: OrderedDict[str, SessionIndex] = OrderedDict()
+        self._tlocks: OrderedDict[str, threading.RLock] = OrderedDict()
         self._flocks: dict[str, FileLock] = {}
         self._guard = threading.Lock()
         self._listeners: list[HeadListener] = []
@@ -86,13 +92,30 @@ class SessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, CommitOps, Hea
                 self._flocks[sid] = FileLock(self.root / sid / LOCK_NAME,
                                              timeout=self.lock_timeout,
                                              what=f"session {sid} lock")
+                self._drop_idle_locks()
+            else:
+                self._tlocks.move_to_end(sid)
             return tl, self._flocks[sid]
+
+    def _drop_idle_locks(self) -> None:
+        """Forget the least recently used locks past MAX_OPEN_SESSIONS whose file lock no
+        thread of this process holds (caller holds ``_guard``). Should a thread still be
+        about to take a dropped pair, the ``flock`` itself keeps excluding the new pair:
+        two descriptors of one lock file exclude each other."""
+        for old in list(self._tlocks)[:max(0, len(self._tlocks) - MAX_OPEN_SESSIONS)]:
+            if not self._flocks[old].held:
+                del self._tlocks[old], self._flocks[old]
 
     def _index(self, sid: str) -> SessionIndex:
         with self._guard:
             idx = self._indexes.get(sid)
             if idx is None:
                 idx = self._indexes[sid] = SessionIndex(sid, self.root / sid)
+                while len(self._indexes) > MAX_OPEN_SESSIONS:
+                    old, _ = self._indexes.popitem(last=False)
+                    self._forget_lines(old)
+            else:
+                self._indexes.move_to_end(sid)
             return idx
 
     @contextlib.contextmanager

@@ -67,6 +67,7 @@ class SourceArchive:
         self.tmp_dir = Path(tmp_dir) if tmp_dir is not None else None
         self._cache: OrderedDict[str, _Parsed] = OrderedDict()
         self._root_str = str(self.root)
+        self.written: set[str] = set()  # files replaced since the workspace's last commit
 
     # ------------------------------------------------------------------ reading
 
@@ -108,7 +109,6 @@ class SourceArchive:
         if st is None:
             self._cache.pop(rel, None)
             return None
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
         try:
             data = self._abs(rel).read_bytes()
         except OSError:
@@ -119,13 +119,18 @@ class SourceArchive:
             frames = v2.frames
         else:
             v2, frames = None, read_legacy(text, rel)
+        return self._remember(rel, st, v2, frames)
+
+    def _remember(self, rel: str, st: os.stat_result, v2: V2Parse | None,
+                  frames: list[Frame]) -> _Parsed:
         by_id: dict[str, Frame] = {}
         by_anchor: dict[str, Frame] = {}
         for f in frames:
             by_id.setdefault(f.source_id, f)
             by_anchor.setdefault(f.anchor, f)
-        parsed = _Parsed(key, v2, frames, by_id, by_anchor)
+        parsed = _Parsed((st.st_mtime_ns, st.st_size, st.st_ino), v2, frames, by_id, by_anchor)
         self._cache[rel] = parsed
+        self._cache.move_to_end(rel)
         while len(self._cache) > MAX_CACHED_FILES:  # memory follows the work, not the home
             self._cache.popitem(last=False)
         return parsed
@@ -214,6 +219,7 @@ class SourceArchive:
         if not frames:
             self._abs(rel).unlink()
             fsync_dir(self._abs(rel).parent)
+            self.written.add(rel)
             self._cache.pop(rel, None)
             return 0
         lines = read_text(data).split("\n")
@@ -274,7 +280,7 @@ class SourceArchive:
             groups.setdefault(v2_path(ids[k]), []).append((ids[k], records[k]))
         self._check_collisions(list(groups))
 
-        plans: list[tuple[str, str, list[str]]] = []
+        plans: list[tuple[str, str, list[str], V2Parse]] = []
         for rel, items in groups.items():
             parsed = self._load(rel)
             if parsed is None and self._abs(rel).exists() or self._abs(rel).is_symlink():
@@ -303,11 +309,11 @@ class SourceArchive:
             if not check.complete or got[len(got) - len(new_ids):] != new_ids:
                 raise SourceArchiveError(f"refusing to write {rel}: the result would not parse "
                                          f"({check.error})")
-            plans.append((rel, text, new_ids))
+            plans.append((rel, text, new_ids, check))
 
         written: list[str] = []
-        for rel, text, new_ids in plans:
-            self._replace(rel, text)
+        for rel, text, new_ids, check in plans:
+            self._replace(rel, text, check)
             written.extend(new_ids)
         return written
 
@@ -341,14 +347,21 @@ class SourceArchive:
                         raise SourcePathCollision(f"source archive path {rel} collides with "
                                                   f"existing {where} under case folding")
 
-    def _replace(self, rel: str, text: str) -> None:
+    def _replace(self, rel: str, text: str, parsed: V2Parse | None = None) -> None:
+        """Replace ``rel`` with ``text``; ``parsed`` (the strict parse of ``text``, made to
+        check it) is kept as the cached reading of the new file, so the lookups that follow
+        a write do not parse it again."""
         target = self._abs(rel)
         self._makedirs(target.parent)
         if self.tmp_dir is not None:
             self.tmp_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, text.encode("utf-8", errors="surrogateescape"),
                            tmp_dir=self.tmp_dir)
+        self.written.add(rel)
         self._cache.pop(rel, None)
+        st = self._plain_stat(rel) if parsed is not None else None
+        if st is not None:
+            self._remember(rel, st, parsed, parsed.frames)  # type: ignore[union-attr]
 
     def _makedirs(self, path: Path) -> None:
         """Create missing directories (0700), refusing to walk through a symlink."""
