@@ -3,10 +3,13 @@ the number of sessions (each session's archive and topic are parsed, used and le
 
 Homes of 200 / 1,000 / 2,000 sessions (6 short turns each, written straight to disk, cached
 under benchmarks/out/) are written by the real CLI in a child process, ours and (at the sizes
-asked for) the pre-change code; the child's peak RSS comes from ``wait4``.
+asked for) the code of ``--baseline-rev`` (default: the commit before issue 12's work); the
+child's peak RSS comes from ``wait4``. The last lines give each side's growth per session
+between the smallest and the largest home.
 
 Usage:
     python benchmarks/bench_write_all_rss.py [--sessions 200,1000,2000] [--baseline 200]
+        [--baseline-rev REV]
 """
 
 from __future__ import annotations
@@ -78,22 +81,35 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sessions", default="200,1000,2000")
     ap.add_argument("--baseline", default="200", help="sizes also run on the baseline ('' none)")
+    ap.add_argument("--baseline-rev", default=BASELINE_COMMIT,
+                    help=f"the commit the baseline runs (default {BASELINE_COMMIT}, before "
+                         f"issue 12's work)")
     args = ap.parse_args()
     base_sizes = {int(x) for x in args.baseline.split(",") if x}
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
-          f"commit {BASELINE_COMMIT} (before this work)\n")
-    print("| sessions | ours: peak RSS | ours: time | baseline: peak RSS | baseline: time |")
-    print("|---|---|---|---|---|")
+          f"commit {args.baseline_rev}\n")
+    print("| sessions | ours: peak RSS | ours: time | baseline: peak RSS | baseline: time "
+          "| load |")
+    print("|---|---|---|---|---|---|")
+    ours: dict[int, float] = {}
+    base: dict[int, float] = {}
     for n in (int(x) for x in args.sessions.split(",")):
         rss, secs = peak_rss(ours_src(), n)
-        row = f"| {n:,} | {rss:.0f} MB | {secs:.0f} s "
+        ours[n] = rss
+        row = f"| {n:,} | {rss:.1f} MB | {secs:.0f} s "
         if n in base_sizes:
-            brss, bsecs = peak_rss(baseline_src(), n)
-            row += f"| {brss:.0f} MB | {bsecs:.0f} s |"
+            brss, bsecs = peak_rss(baseline_src(args.baseline_rev), n)
+            base[n] = brss
+            row += f"| {brss:.1f} MB | {bsecs:.0f} s "
         else:
-            row += "| – | – |"
-        print(row, flush=True)
+            row += "| – | – "
+        print(row + f"| {os.getloadavg()[0]:.1f} |", flush=True)
     print(f"\nload average at end {load()}")
+    for name, curve in (("ours", ours), ("baseline", base)):
+        if len(curve) > 1:
+            lo, hi = min(curve), max(curve)
+            print(f"{name}: peak RSS {curve[lo]:.1f} MB at {lo:,} sessions, {curve[hi]:.1f} MB "
+                  f"at {hi:,}: {(curve[hi] - curve[lo]) * 1024 / (hi - lo):+.1f} kB per session")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 from ..errors import ScriptoriumError
 from ..fsutil import atomic_write_text
@@ -181,12 +181,15 @@ def _targets(doc: TopicDoc, block) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _resolved(sources: "SourceArchive", path: str,
+Resolve = Callable[[str, str], "str | None"]  # (topic path, footnote target) -> source id
+
+
+def _resolved(resolve: Resolve, path: str,
               targets: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
     refs: list[str] = []
     unresolved = False
     for target in targets:
-        ref = sources.resolve_target(path, target)
+        ref = resolve(path, target)
         if ref is None:
             unresolved = True
         elif ref not in refs:
@@ -195,12 +198,14 @@ def _resolved(sources: "SourceArchive", path: str,
 
 
 def summarize(doc: TopicDoc, sources: "SourceArchive", *, sha: str = "",
-              fp: Fingerprint = (0, 0, 0, 0), checked_ns: int = 0) -> TopicSummary:
-    """The summary of one parsed topic file (its citations resolved through ``sources``)."""
+              fp: Fingerprint = (0, 0, 0, 0), checked_ns: int = 0,
+              resolve: Resolve | None = None) -> TopicSummary:
+    """The summary of one parsed topic file (its citations resolved through ``sources``, or
+    ``resolve`` when given: a transaction passes the resolutions it already made)."""
     blocks = []
     for block in doc.blocks:
         targets = _targets(doc, block)
-        refs, unresolved = _resolved(sources, doc.path, targets)
+        refs, unresolved = _resolved(resolve or sources.resolve_target, doc.path, targets)
         blocks.append(BlockSummary(block.id, tuple(block.ids), block.line, tuple(block.links),
                                    targets, refs, unresolved))
     return TopicSummary(doc.path, sha, fp, checked_ns, tuple(blocks))
@@ -284,16 +289,19 @@ class TopicCatalog:
         for summary in [self._files[rel] for rel in sorted(self._unresolved)]:
             blocks = []
             for b in summary.blocks:
-                refs, unresolved = _resolved(self.sources, summary.path, b.targets) \
+                refs, unresolved = _resolved(self.sources.resolve_target, summary.path,
+                                             b.targets) \
                     if b.unresolved else (b.refs, False)
                 blocks.append(BlockSummary(b.id, b.ids, b.line, b.links, b.targets, refs,
                                            unresolved))
             self._put(TopicSummary(summary.path, summary.sha, summary.fp, summary.checked_ns,
                                    tuple(blocks)))
 
-    def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None]) -> None:
+    def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
+                  resolve: Resolve | None = None) -> None:
         """Learn what a transaction just installed (``None``: the file was deleted), without
-        reading it back. Caller holds the workspace write lock."""
+        reading it back (``resolve``: the transaction's own footnote resolutions). Caller
+        holds the workspace write lock."""
         with self._lock:
             now = time.time_ns()
             for rel, doc in docs.items():
@@ -307,7 +315,7 @@ class TopicCatalog:
                     self._drop(rel)
                     continue
                 self._put(summarize(doc, self.sources, sha=sha256(body), fp=fingerprint(st),
-                                    checked_ns=now))
+                                    checked_ns=now, resolve=resolve))
                 self._unsaved += 1
 
     def _put(self, summary: TopicSummary) -> None:

@@ -218,6 +218,7 @@ class _Plan:
         self.created: list[str] = []
         self.removed: list[str] = []
         self._committed: dict[str, bytes | None] = {}
+        self.resolve = self._make_resolver()
 
     def committed(self, rel: str) -> bytes | None:
         if rel not in self._committed:
@@ -229,9 +230,12 @@ class _Plan:
 
     def _make_resolver(self) -> Callable[[str, str], str | None]:
         """Resolve a footnote target; a relative link made stale by moving a paragraph to
-        another file is recovered from the committed file that held it."""
+        another file is recovered from the committed file that held it. The archive cannot
+        change under the lock, so each target is resolved once per plan (``self.plain`` keeps
+        the archive's own answers, which the catalog learns the installed files with)."""
         arch = self.ws.sources
         by_target: dict[str, list[str]] = {}
+        plain: dict[tuple[str, str], str | None] = {}
 
         def committed_paths(target: str) -> list[str]:
             if not by_target:  # built on the first miss only
@@ -241,22 +245,22 @@ class _Plan:
                 by_target.setdefault("", [])
             return by_target.get(target, [])
 
-        memo: dict[tuple[str, str], str | None] = {}
+        def resolve_plain(path: str, target: str) -> str | None:
+            key = (posixpath.dirname(path), target)
+            if key not in plain:
+                plain[key] = arch.resolve_target(path, target)
+            return plain[key]
 
         def resolve(path: str, target: str) -> str | None:
-            # the archive cannot change under the lock: a target is resolved once per plan
-            key = (posixpath.dirname(path), target)
-            if key in memo:
-                return memo[key]
-            found = arch.resolve_target(path, target)
+            found = resolve_plain(path, target)
             if found is None:
                 for old_path in committed_paths(target):
-                    found = arch.resolve_target(old_path, target)
+                    found = resolve_plain(old_path, target)
                     if found is not None:
                         break
-            memo[key] = found
             return found
 
+        self.plain = resolve_plain
         return resolve
 
     # -- build + validate -----------------------------------------------------------------------
@@ -268,7 +272,7 @@ class _Plan:
         except StageError as exc:
             raise TransactionError(str(exc), code=ReasonCode.READ_ONLY_PATH) from None
         committed_ids = catalog.ids()
-        resolve = self._make_resolver()
+        resolve = self.resolve
         arch = ws.sources
         links: dict[tuple[str, str], str | None] = {}
 
@@ -459,7 +463,7 @@ class _Plan:
                     rank += 1
             writes[f"{ws.runtime_name}/runtime.json"] = state.dumps().encode("utf-8")
         install_files(ws, tx.dir, tx.id, writes)
-        self.catalog.installed(self.docs, self.writes)
+        self.catalog.installed(self.docs, self.writes, self.plain)
         result = TransactionResult(
             changed_files=sorted(p for p in self.writes), created_blocks=self.created,
             removed_blocks=self.removed, workspace=ws)
