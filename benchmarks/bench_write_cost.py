@@ -9,12 +9,16 @@
 2. Disk growth per write: how much the search index and the git history grew, as a ratio to
    the topic text the write added.
 
-The baseline is the code as it was before this work (commit BASELINE_COMMIT), extracted with
-``git archive`` into benchmarks/out/ and run in its own process, so both sides do the same
-job on the same input. Generated workspaces are cached under benchmarks/out/ (gitignored).
+The baseline is the code of ``--baseline-rev`` (default BASELINE_COMMIT, before issue 12's
+work), extracted with ``git archive`` into benchmarks/out/ and run in its own process, so both
+sides do the same job on the same input; each row gives the load average it ran under.
+Generated workspaces are cached under benchmarks/out/ (gitignored). The last lines give, per
+batch size, how much slower the largest workspace writes than the smallest (the goal: within
+1.3x), for ours and the baseline.
 
 Usage:
-    python benchmarks/bench_write_cost.py [--sizes 1,10,50] [--turns 1000] [--baseline-batches 2]
+    python benchmarks/bench_write_cost.py [--sizes 1,10,50] [--turns 1000]
+        [--baseline-batches 2] [--baseline-rev REV]
 """
 
 from __future__ import annotations
@@ -103,19 +107,23 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=1000, help="turns written by ours")
     ap.add_argument("--baseline-batches", type=int, default=2,
                     help="full batches written by the baseline (0: skip it)")
+    ap.add_argument("--baseline-rev", default=BASELINE_COMMIT,
+                    help=f"the commit the baseline runs (default {BASELINE_COMMIT}, before "
+                         f"issue 12's work)")
     args = ap.parse_args()
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
-          f"commit {BASELINE_COMMIT} (before this work)\n")
+          f"commit {args.baseline_rev}\n")
     print("| topics | batch | ours turns/s | baseline turns/s | ours / baseline | ours cold "
-          "first write | index growth / text | git growth / text |")
-    print("|---|---|---|---|---|---|---|---|")
+          "first write | index growth / text | git growth / text | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     for mb in (float(x) for x in args.sizes.split(",")):
         for batch in (16_000, 2_000):
             ours = run(ours_src(), mb, args.turns, batch)
             # The baseline writes the same full-size batches, only fewer of them.
             per_batch = max(1, args.turns // max(1, ours["batches"]))
-            base = run(baseline_src(), mb, min(args.turns, args.baseline_batches * per_batch),
+            base = run(baseline_src(args.baseline_rev), mb,
+                       min(args.turns, args.baseline_batches * per_batch),
                        batch) if args.baseline_batches else None
             text = max(ours["topics_added"], 1)
             rows.append((mb, batch, ours, base))
@@ -124,15 +132,16 @@ def main() -> None:
                   if base else f"| {mb:g} MB | {batch // 1000}k | {ours['rate']:.0f} | – | – ",
                   end="")
             print(f"| {ours['cold'] * 1000:.0f} ms | {ours['index_added'] / text:.2f} "
-                  f"| {ours['git_added'] / text:.2f} |", flush=True)
+                  f"| {ours['git_added'] / text:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
     print(f"\nload average at end {load()}")
-    by = {(mb, b): o["rate"] for mb, b, o, _ in rows}
     sizes = sorted({mb for mb, *_ in rows})
-    for batch in (16_000, 2_000):
-        rates = [by[(mb, batch)] for mb in sizes if (mb, batch) in by]
-        if len(rates) > 1:
-            print(f"{batch // 1000}k batches: smallest / largest workspace throughput = "
-                  f"{rates[0] / rates[-1]:.2f}×")
+    for side, pick in (("ours", 2), ("baseline", 3)):
+        by = {(mb, b): r[pick]["rate"] for r in rows for mb, b in [r[:2]] if r[pick]}
+        for batch in (16_000, 2_000):
+            rates = [by[(mb, batch)] for mb in sizes if (mb, batch) in by]
+            if len(rates) > 1:
+                print(f"{side}, {batch // 1000}k batches: throughput at {sizes[0]:g} MB / at "
+                      f"{sizes[-1]:g} MB = {rates[0] / rates[-1]:.2f}×")
 
 
 if __name__ == "__main__":
