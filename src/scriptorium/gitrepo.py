@@ -75,7 +75,8 @@ class GitRepo:
         env = {k: v for k, v in os.environ.items() if k not in _ENV_KEEP_OUT}
         env.setdefault("GIT_CONFIG_NOSYSTEM", "1")
         work_tree = os.path.abspath(self.path)
-        env["GIT_DIR"] = str(gitdir if gitdir is not None else self.gitdir.absolute())
+        # absolute: git runs with cwd = the work tree, so a relative home would point elsewhere
+        env["GIT_DIR"] = os.path.abspath(gitdir if gitdir is not None else self.gitdir)
         env["GIT_WORK_TREE"] = work_tree
         env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(work_tree)
         try:

@@ -161,3 +161,19 @@ def test_git_never_reads_a_repository_named_by_the_environment(tmp_path, outer, 
     (tmp_path / "r" / "a.txt").write_text("one")
     assert repo.commit_all("one")
     assert_untouched(outer)
+
+
+def test_a_relative_home_gets_its_history_in_its_own_repository(outer):
+    """``--home h`` (relative): git runs inside the work tree, so its pinned GIT_DIR must be
+    absolute or the first ``git init`` fails (found by the CLI kill campaign)."""
+    def run(*args: str):
+        return subprocess.run([sys.executable, "-c", "from scriptorium.cli import main; main()",
+                               "--home", "home", *args], cwd=outer, capture_output=True,
+                              text=True, timeout=120)
+    assert run("session", "new", "--id", "s").returncode == 0
+    assert run("session", "add", "s", "--role", "user", "--text", "Book the ferry").returncode == 0
+    write = run("memory", "write", "s", "--force", "--json")
+    assert write.returncode == 0, write.stderr
+    assert json.loads(write.stdout)["sessions"][0]["marked"]
+    assert git(outer / "home" / "memory", "log", "-1", "--format=%s").startswith("memory: write")
+    assert_untouched(outer)
