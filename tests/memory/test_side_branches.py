@@ -71,6 +71,20 @@ def test_the_threshold_policy_keeps_every_short_side_branch_waiting(home):
                        "sub1": "below_threshold"}
 
 
+def test_the_report_after_a_write_and_the_view_give_each_branch_the_same_reason(home):
+    """One rule (memory/pending_reasons.py) answers both: what a write left, and the page."""
+    from scriptorium.memory.pending_reasons import pending_reasons
+
+    mem = build(home, side_branches="threshold")
+    mem.write_session("s")
+    after = {p.tip: (p.reason, p.turns) for p in mem.still_pending("s")}
+    now = {tip: (r.code, r.pending_ids) for tip, r in pending_reasons(mem, "s").items()
+           if r.turns}
+    assert after == now == {"a2e": ("below_threshold", ["u2e", "a2e"]),
+                            "a2r": ("rejected_reply", ["a2r"]),
+                            "sub1": ("below_threshold", ["sub", "sub1"])}
+
+
 def test_the_all_policy_writes_every_side_branch_and_shared_turns_once(home):
     writer = RecordingWriter()
     mem = build(home, writer, side_branches="all")

@@ -3,9 +3,9 @@
 ``memory status`` lists what a branch owes; people also want to know *why* it is still owed:
 the per-turn write waits for the threshold, a one-turn retry is a rejected reply that waits,
 the last write failed and will not be retried by itself, or the workspace still carries legacy
-cursors. The rules live here, once, so the page (``scriptorium view``), status and the write
-reports can follow the write path when its rules change (side-branch rule, per-branch failure
-records): change :func:`pending_reasons`, and every reader follows.
+cursors. The rules live here, once, so the page (``scriptorium view``), status and the report
+after a write (``Memory.still_pending``) follow the write path when its rules change
+(side-branch rule, per-branch failure records): change :func:`_why`, and every reader follows.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .records import MARK_KEY, Record, is_record, records, total_tokens
-from .side_branches import REJECTED_REPLY
+from .side_branches import ARCHIVED, AT_BOUNDARY, FAILURE, REJECTED_REPLY
 from .watcher import STATE_FILE as WATCHER_STATE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,7 +27,8 @@ class PendingReason:
     """Why one branch still owes ``turns`` turns: a stable ``code`` and a sentence."""
 
     code: str  # nothing_pending | migration_pending | failed_write | rejected_reply |
-    #            below_threshold | due
+    #            below_threshold | due; right after a write also failure (that write failed),
+    #            archived_branch, session_boundary (the per-turn path leaves side branches)
     message: str
     turns: int = 0
     tokens: int = 0
@@ -59,15 +60,30 @@ def recorded_failures(memory: "Memory") -> dict[str, dict[str, Any]]:
             if isinstance(sid, str) and isinstance(f, dict) and f.get("reason_code")}
 
 
+@dataclass(frozen=True)
+class AfterWrite:
+    """The report right after a write: which path ran (``boundary``: the forced,
+    session-boundary write) and its failure (None when it succeeded)."""
+
+    boundary: bool
+    failure: dict[str, Any] | None = None
+
+
 def _why(memory: "Memory", session_id: str, tip: str, pending: Sequence[Record], *,
-         is_head: bool, failure: dict[str, Any] | None, migration: bool,
-         now: float) -> PendingReason:
+         is_head: bool, failure: dict[str, Any] | None, migration: bool, now: float,
+         archived: bool = False, after: AfterWrite | None = None) -> PendingReason:
     threshold = memory.settings.trigger_tokens
     tokens = total_tokens(pending)
     base: dict[str, Any] = {"turns": len(pending), "tokens": tokens, "threshold": threshold,
                             "pending_ids": [r.node_id for r in pending]}
     if not pending:
         return PendingReason("nothing_pending", "every turn of this branch is in memory", **base)
+    if after is not None and after.failure is not None:
+        return PendingReason(FAILURE, f"this write failed: {after.failure.get('reason_code')}: "
+                                      f"{after.failure.get('message', '')}",
+                             failure=dict(after.failure), **base)
+    if archived:
+        return PendingReason(ARCHIVED, "an archived branch: memory does not write it", **base)
     if migration:
         return PendingReason("migration_pending",
                              "the workspace still carries legacy position cursors: the next "
@@ -94,6 +110,9 @@ def _why(memory: "Memory", session_id: str, tip: str, pending: Sequence[Record],
             "below_threshold",
             f"below the threshold ({tokens} of {threshold} tokens): the per-turn write waits; "
             f"the session-boundary write takes the head whatever it holds", **base)
+    if after is not None and not after.boundary:
+        return PendingReason(AT_BOUNDARY, "an off-head line: the per-turn write leaves it to "
+                                          "the session-boundary write", **base)
     # the write path's own rule for off-head lines (``[memory] side_branches``)
     due, held = memory.side_branch_due(session_id, tip, list(pending))
     if due:
@@ -159,20 +178,27 @@ def pending_by_tip(memory: "Memory", session_id: str,
     return out
 
 
-def pending_reasons(memory: "Memory", session_id: str,
-                    tips: Sequence[str] | None = None) -> dict[str, PendingReason]:
-    """tip -> why that live branch of ``session_id`` still owes turns (default: every live
-    tip, the head first). Read-only."""
+def pending_reasons(memory: "Memory", session_id: str, tips: Sequence[str] | None = None, *,
+                    after: AfterWrite | None = None) -> dict[str, PendingReason]:
+    """tip -> why that branch of ``session_id`` still owes turns. Default: every live tip,
+    the head first. ``after``: the report right after that write, over every branch
+    (archived ones too, in the store's order), judged by that write's outcome instead of the
+    recorded failures. Read-only."""
     from .migrate import has_cursors
 
     head = memory.store.head(session_id)
+    archived: set[str] = set()
+    if after is not None and tips is None:
+        rows = memory.store.list_branches(session_id)
+        tips = [row["tip"] for row in rows]
+        archived = {row["tip"] for row in rows if row.get("archived")}
     wanted = [t for t in (tips if tips is not None else memory.live_tips(session_id)) if t]
-    failure = recorded_failures(memory).get(session_id)
+    failure = recorded_failures(memory).get(session_id) if after is None else None
     if failure is not None and "updated_at" in failure and \
             failure["updated_at"] != memory.store.get_meta(session_id).get("updated_at"):
         failure = None  # the session moved on since: the watcher offers it again
     migration = has_cursors(memory.workspace)
     now = memory.clock()
     return {tip: _why(memory, session_id, tip, pending, is_head=tip == head, failure=failure,
-                      migration=migration, now=now)
+                      migration=migration, now=now, archived=tip in archived, after=after)
             for tip, pending in pending_by_tip(memory, session_id, wanted).items()}

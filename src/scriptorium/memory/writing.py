@@ -36,8 +36,7 @@ from .migrate import migrate_if_needed
 from .progress import Progress
 from .records import (MARK_KEY, PROVIDER, Record, first_batch, is_record, message_text, records,
                       to_source_record, total_tokens)
-from .side_branches import (ARCHIVED, AT_BOUNDARY, BELOW_THRESHOLD, FAILURE, PendingBranch,
-                            side_branch_due)
+from .side_branches import PendingBranch, side_branch_due
 from .results import SessionResult, StepResult
 from .search import Hit, attach
 from .workspace import Workspace
@@ -362,7 +361,7 @@ class Memory:
                 result = SessionResult(sid, failure=classify(exc))
             try:
                 result.pending = self.still_pending(sid, boundary=force,
-                                                    failed=result.failure is not None)
+                                                    failure=result.failure)
             except ScriptoriumError:
                 result.pending = None  # the failure above already says why
             results.append(result)
@@ -416,30 +415,18 @@ class Memory:
                                self.settings.trigger_tokens)
 
     def still_pending(self, session_id: str, *, boundary: bool = True,
-                      failed: bool = False) -> list[PendingBranch]:
+                      failure: Failure | None = None) -> list[PendingBranch]:
         """Every branch (archived ones too) that still owes turns, with why it waits: as
-        the next write of the given kind (``boundary``: forced) would see it."""
+        the next write of the given kind (``boundary``: forced) would see it, after a write
+        that failed with ``failure``. The rule is :func:`.pending_reasons.pending_reasons`'s,
+        the one the view and status show."""
+        from .pending_reasons import AfterWrite, pending_reasons
+
+        after = AfterWrite(boundary, failure.to_dict() if failure is not None else None)
         head = self.store.head(session_id)
-        out: list[PendingBranch] = []
-        rows = {row["tip"]: row for row in self.store.list_branches(session_id)}
-        for tip, row in rows.items():
-            pending = self.pending(session_id, tip)
-            if not pending:
-                continue
-            is_head = tip == head
-            if failed:
-                reason = FAILURE
-            elif row.get("archived"):
-                reason = ARCHIVED
-            elif is_head:
-                reason = BELOW_THRESHOLD
-            elif not boundary:
-                reason = AT_BOUNDARY
-            else:
-                reason = self.side_branch_due(session_id, tip, pending)[1] or BELOW_THRESHOLD
-            out.append(PendingBranch(tip, is_head, [r.node_id for r in pending],
-                                     total_tokens(pending), reason))
-        return out
+        return [PendingBranch(tip, tip == head, why.pending_ids, why.tokens, why.code)
+                for tip, why in pending_reasons(self, session_id, after=after).items()
+                if why.turns]
 
     # -- migration hook ------------------------------------------------------------------
 
