@@ -213,14 +213,22 @@ def test_a_spawn_naming_an_unknown_caller_session_is_refused(cli):
     assert "nowhere" in err
 
 
-def test_following_a_source_that_is_not_archived_is_not_found(cli):
+def test_following_a_source_that_is_not_archived_is_not_found_and_says_to_write_it(cli):
     chat(cli)
     for unknown in ("openprogram/s/unknown-node", "openprogram/nosession/n1", "other/t/m"):
         assert "neither in the evidence archive" in one_line_error(
             cli("memory", "follow", unknown), 3)
-    pending = cli("memory", "follow", "openprogram/s/u1", "--json")  # stored, not yet written
-    assert pending.exit_code == 0 and "warning: " in pending.stderr
-    assert "not written this turn yet" in json.loads(pending.stdout)["warnings"][0]
+    # stored in the session, not yet written: exit 3, one line saying what to do; --json
+    # still carries the stored turn in the error's details
+    pending = cli("memory", "follow", "openprogram/s/u1", "--json")
+    err = one_line_error(pending, 3)
+    assert "not in the evidence archive yet" in err and "memory write s" in err
+    error = json.loads(pending.stdout)["error"]
+    assert error["code"] == "SOURCE_NOT_WRITTEN" and error["retryable"] is False
+    assert error["details"]["in_session_store"] is True and error["details"]["archived"] is False
+    assert error["details"]["turn"]["id"] == "u1" and error["details"]["turn"]["role"] == "user"
+    assert "not in the evidence archive yet" in one_line_error(
+        cli("memory", "follow", "openprogram/s/u1"), 3)
     cli.json("memory", "write", "s", "--force")
     assert cli.json("memory", "follow", "openprogram/s/u1")["archived"] is True
 

@@ -151,7 +151,8 @@ def test_bad_arguments_are_error_results_and_the_server_keeps_serving(home: Path
 
 def test_write_tools_are_offered_only_with_allow_write_and_record_and_write_turns(
         tmp_path: Path) -> None:
-    async def main() -> tuple[set[str], dict[str, Any], dict[str, Any], dict[str, Any], str]:
+    async def main() -> tuple[set[str], dict[str, Any], dict[str, Any], dict[str, Any], str,
+                              str]:
         async with Client(_stdio(tmp_path, "--allow-write")) as client:
             tools = {t.name for t in (await client.list_tools()).tools}
             first = _structured(await client.call_tool("record_turn", {
@@ -160,13 +161,17 @@ def test_write_tools_are_offered_only_with_allow_write_and_record_and_write_turn
             second = _structured(await client.call_tool("record_turn", {
                 "session": "agent-1", "role": "assistant",
                 "text": "Noted: deploys go out Tuesday at 14:00 UTC."}))
+            unwritten = _error_text(await client.call_tool(  # stored, not yet written
+                "follow_source", {"source_id": f"openprogram/agent-1/{first['node_id']}"}))
             written = _structured(await client.call_tool(
                 "write_memory", {"session": "agent-1", "boundary": True}))
             too_big = _error_text(await client.call_tool("record_turn", {
                 "session": "agent-1", "role": "user", "text": "x" * 1_000_001}))
-            return tools, first, second, written, too_big
+            return tools, first, second, written, too_big, unwritten
 
-    tools, first, second, written, too_big = _run(main)
+    tools, first, second, written, too_big, unwritten = _run(main)
+    # as in the CLI: a stored turn memory has not written is not found, saying what to do
+    assert "SOURCE_NOT_WRITTEN: " in unwritten and "memory write agent-1" in unwritten
     assert tools == READ_TOOLS | WRITE_TOOLS
     assert first["created_session"] is True and second["created_session"] is False
     assert second["head_id"] == second["node_id"]

@@ -34,6 +34,7 @@ class ReasonCode(enum.StrEnum):
     NOT_FOUND = "NOT_FOUND"
     SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
     NODE_NOT_FOUND = "NODE_NOT_FOUND"
+    SOURCE_NOT_WRITTEN = "SOURCE_NOT_WRITTEN"  # a stored turn memory has not archived yet
     # corrupt file (exit 4)
     CORRUPT_FILE = "CORRUPT_FILE"
     BROKEN_CHAIN = "BROKEN_CHAIN"
@@ -78,13 +79,14 @@ class ScriptoriumError(Exception):
     retryable: bool = False
 
     def __init__(self, message: str, *, code: ReasonCode | str | None = None,
-                 retryable: bool | None = None) -> None:
+                 retryable: bool | None = None, details: dict[str, Any] | None = None) -> None:
         # Keep messages on one line: they are printed as-is by the CLI.
         super().__init__(" ".join(str(message).split()))
         if code is not None:
             self.code = ReasonCode(code)  # an unregistered code is a bug: ValueError here
         if retryable is not None:
             self.retryable = retryable
+        self.details = details  # what a script needs beyond the line (JSON-ready)
 
     @property
     def message(self) -> str:
@@ -95,8 +97,13 @@ class ScriptoriumError(Exception):
         return exit_code_for(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """The error as the JSON output carries it (``{"error": <this>}`` from the CLI)."""
-        return {"code": self.code, "message": self.message, "retryable": self.retryable}
+        """The error as the JSON output carries it (``{"error": <this>}`` from the CLI);
+        ``details`` only when the error has some."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message,
+                               "retryable": self.retryable}
+        if self.details is not None:
+            out["details"] = self.details
+        return out
 
 
 class InvalidInput(ScriptoriumError):

@@ -67,12 +67,10 @@ def follow_cmd(app: App, source_id: str) -> None:
     # reading the archive needs no layout, lock, history or crash recovery
     data = app.memory(create=False, recover=False).follow(source_id)
 
-    def human(d: dict[str, Any]) -> str:
+    def human(d: dict[str, Any]) -> str:  # an unarchived source is NotFound (exit 3)
         head = (f"session {d['session_id']}, turn {d['node_id']}" if d["session_id"]
                 else f"{d['provider']} {d['thread']}/{d['message']}")
-        if d["archived"]:
-            return f"{head}\n{d['timestamp']} {d['label']}: {d['content']}"
-        return f"{head} (not in the archive)"
+        return f"{head}\n{d['timestamp']} {d['label']}: {d['content']}"
 
     output(app, data, human)
 

@@ -495,8 +495,12 @@ class Memory:
 
     def follow(self, source_id: str) -> dict[str, Any]:
         """Where a cited source came from; for a session turn that this home's store still
-        holds, ``in_session_store`` and the ``turn`` itself. A source neither archived nor
-        stored is NotFound; a stored turn memory has not written yet carries a warning."""
+        holds, ``in_session_store`` and the ``turn`` itself.
+
+        A source that is not in the evidence archive is NotFound: ``SOURCE_NOT_WRITTEN`` when
+        the session store holds the turn but memory has not written it yet (the error's
+        ``details`` carry what is known, the stored turn included), NOT_FOUND otherwise. The
+        CLI and the MCP tool say the same."""
         from .search import follow
 
         data = follow(self.workspace, source_id)
@@ -515,8 +519,10 @@ class Memory:
             if not data.get("in_session_store"):
                 raise NotFound(f"source {source_id} is neither in the evidence archive nor in "
                                f"the session store")
-            data["warnings"] = [f"source {source_id} is not in the evidence archive: memory "
-                                f"has not written this turn yet"]
+            raise NotFound(f"source {source_id} is not in the evidence archive yet: session "
+                           f"{sid} holds the turn but memory has not written it; run "
+                           f"`scriptorium memory write {sid}` (add --force to write it now)",
+                           code=ReasonCode.SOURCE_NOT_WRITTEN, details=data)
         return data
 
     # -- upkeep --------------------------------------------------------------------------
