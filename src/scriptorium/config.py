@@ -65,6 +65,9 @@ class Settings:
     llm_api_key_env: str = "OPENAI_API_KEY"
     llm_max_turns: int = 20
     llm_timeout_seconds: float = 60.0
+    # the whole run (every request and tool call; the workspace lock is held meanwhile);
+    # 0: RUN_TIMEOUT_FACTOR x llm_timeout_seconds
+    llm_run_timeout_seconds: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # what config.toml holds that is not ours (ignored)
 
@@ -82,6 +85,7 @@ _TOML_KEYS = {
     ("writer.llm", "api_key_env"): "llm_api_key_env",
     ("writer.llm", "max_turns"): "llm_max_turns",
     ("writer.llm", "timeout_seconds"): "llm_timeout_seconds",
+    ("writer.llm", "run_timeout_seconds"): "llm_run_timeout_seconds",
 }
 
 

@@ -9,7 +9,10 @@ the transaction afterwards, never by what the model says it did.
 Failures are classified so the write path can report them and the watcher can decide whether
 to retry: the SDK's own retries are off (``max_retries=0``) and every request has a timeout,
 so an unreachable, slow or failing endpoint ends the run with a ``MODEL_*`` code instead of a
-hang. ``openai`` is imported lazily: the rest of scriptorium works without the extra.
+hang. The run as a whole has a deadline too (``run_timeout_seconds``, default five request
+timeouts): the write path holds the workspace lock for the whole run, so no request may wait
+past it; a run that reaches it ends as a retryable ``MODEL_TIMEOUT`` and nothing is installed or
+marked. ``openai`` is imported lazily: the rest of scriptorium works without the extra.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ...config import Settings
 from ...errors import InvalidInput, ReasonCode, ScriptoriumError, WriteFailed
@@ -30,6 +34,7 @@ from .llm_tools import AUDIT_OUTPUT_CHARS, TOOL_SCHEMAS, StageTools
 
 HISTORY_FILE = "agent-history.jsonl"
 NO_KEY_PLACEHOLDER = "no-key"  # sent when api_key_env is "" (local servers that need no key)
+RUN_TIMEOUT_FACTOR = 5  # default run deadline, in request timeouts
 
 
 class ModelError(WriteFailed):
@@ -181,7 +186,9 @@ class LLMWriter:
     api_key_env: str = "OPENAI_API_KEY"
     max_turns: int = 20
     timeout_seconds: float = 60.0
+    run_timeout_seconds: float | None = None  # None: RUN_TIMEOUT_FACTOR x timeout_seconds
     environ: Mapping[str, str] | None = None  # default: os.environ at run time
+    clock: Callable[[], float] = time.monotonic  # the deadline's clock (tests pin it)
 
     name: str = field(default="llm", init=False)
     # A rejected commit earns one run told why.
@@ -191,7 +198,15 @@ class LLMWriter:
     def from_settings(cls, settings: Settings) -> "LLMWriter":
         return cls(base_url=settings.llm_base_url, model=settings.llm_model,
                    api_key_env=settings.llm_api_key_env, max_turns=settings.llm_max_turns,
-                   timeout_seconds=settings.llm_timeout_seconds)
+                   timeout_seconds=settings.llm_timeout_seconds,
+                   run_timeout_seconds=settings.llm_run_timeout_seconds or None)
+
+    @property
+    def run_deadline_seconds(self) -> float:
+        """How long one run may take, every request and tool call included."""
+        if self.run_timeout_seconds is not None:
+            return float(self.run_timeout_seconds)
+        return RUN_TIMEOUT_FACTOR * float(self.timeout_seconds)
 
     # -- setup ----------------------------------------------------------------------------------
 
@@ -221,6 +236,9 @@ class LLMWriter:
         if not self.timeout_seconds or self.timeout_seconds <= 0:
             raise WriterSetupError(f"invalid llm timeout_seconds {self.timeout_seconds} "
                                    "(must be positive: a request without a timeout can hang)")
+        if self.run_deadline_seconds <= 0:
+            raise WriterSetupError(f"invalid llm run_timeout_seconds {self.run_timeout_seconds}"
+                                   " (must be positive: the run holds the workspace lock)")
         key = self.api_key()
         try:
             import openai
@@ -247,7 +265,8 @@ class LLMWriter:
         prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
         try:
             client = self.client()
-            self._loop(client, messages, StageTools(request.stage), audit, stats)
+            deadline = self.clock() + self.run_deadline_seconds
+            self._loop(client, messages, StageTools(request.stage), audit, stats, deadline)
         except ScriptoriumError as exc:
             self._finish(audit, stats, request, prompt_chars, prompt_tokens,
                          outcome=exc.code, error=exc)
@@ -265,12 +284,21 @@ class LLMWriter:
         return audit
 
     def _loop(self, client: Any, messages: list[dict[str, Any]], tools: StageTools,
-              audit: WriterAudit, stats: RunStats) -> None:
+              audit: WriterAudit, stats: RunStats, deadline: float) -> None:
         stats.reason = "max_turns"
         for round_no in range(1, self.max_turns + 1):
             stats.rounds = round_no
-            response = client.chat.completions.create(
-                model=self.model, messages=messages, tools=TOOL_SCHEMAS)
+            left = deadline - self.clock()
+            if left <= 0:
+                raise self._past_deadline(round_no - 1)
+            try:  # no request waits past the run's deadline
+                response = client.chat.completions.create(
+                    model=self.model, messages=messages, tools=TOOL_SCHEMAS,
+                    timeout=min(float(self.timeout_seconds), left))
+            except Exception:
+                if self.clock() >= deadline:
+                    raise self._past_deadline(round_no) from None
+                raise
             _usage(response, stats)
             content, calls = _read_message(response)
             entry: dict[str, Any] = {"role": "assistant", "content": content}
@@ -288,6 +316,13 @@ class LLMWriter:
                 messages.append({"role": "tool", "tool_call_id": cid,
                                  "content": self._call(tools, name, args, round_no, audit,
                                                        stats)})
+
+    def _past_deadline(self, rounds: int) -> ModelError:
+        return ModelError(
+            f"the llm writer's run reached its deadline ({self.run_deadline_seconds:g} s, "
+            f"[writer.llm] run_timeout_seconds) after {rounds} model request(s); nothing was "
+            f"installed or marked and the next write retries",
+            code=ReasonCode.MODEL_TIMEOUT, retryable=True)
 
     @staticmethod
     def _call(tools: StageTools, name: str, raw_arguments: Any, round_no: int,
