@@ -60,6 +60,7 @@ class ReasonCode(enum.StrEnum):
     MIGRATION_FAILED = "MIGRATION_FAILED"
     GIT_UNAVAILABLE = "GIT_UNAVAILABLE"
     GIT_FAILED = "GIT_FAILED"
+    DISK_FULL = "DISK_FULL"  # no space (or quota) left: retryable once space is freed
     MODEL_AUTHENTICATION = "MODEL_AUTHENTICATION"
     MODEL_AUTHORIZATION = "MODEL_AUTHORIZATION"
     MODEL_TIMEOUT = "MODEL_TIMEOUT"
@@ -160,6 +161,20 @@ EXIT_MEANINGS: dict[int, str] = {
 }
 
 
+def from_os_error(exc: OSError) -> ScriptoriumError:
+    """An operating-system error the library let through (a full disk mid-write, a file it
+    may not read), as one line: DISK_FULL (retryable, exit 1) or ERROR (exit 1). Writes are
+    atomic, so what failed left no partial file."""
+    import errno
+
+    where = f": {exc.filename}" if exc.filename else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return WriteFailed(f"no space left on the device{where}; nothing was half-written: "
+                           f"free some space and run the command again",
+                           code=ReasonCode.DISK_FULL, retryable=True)
+    return ScriptoriumError(f"{exc.strerror or exc}{where}")
+
+
 def exit_code_for(exc: ScriptoriumError) -> int:
     """The exit code of ``exc``: its family's entry in :data:`EXIT_CODES`."""
     for cls in type(exc).__mro__:
@@ -171,4 +186,5 @@ def exit_code_for(exc: ScriptoriumError) -> int:
 __all__ = [
     "ReasonCode", "ScriptoriumError", "InvalidInput", "NotFound", "CorruptFile",
     "ConcurrentUpdate", "WriteFailed", "EXIT_CODES", "EXIT_MEANINGS", "exit_code_for",
+    "from_os_error",
 ]

@@ -85,9 +85,11 @@ class GitRepo:
         except FileNotFoundError:
             raise GitUnavailable("git is not installed; it is needed for history") from None
         if check and proc.returncode != 0:
-            raise WriteFailed(
-                f"git {args[0]} failed in {self.path}: {proc.stderr.strip() or proc.stdout.strip()}",
-                code=ReasonCode.GIT_FAILED)
+            said = proc.stderr.strip() or proc.stdout.strip()
+            full = "No space left on device" in said or "Disk quota exceeded" in said
+            raise WriteFailed(  # a full disk passes: retry once space is freed
+                f"git {args[0]} failed in {self.path}: {said}",
+                code=ReasonCode.DISK_FULL if full else ReasonCode.GIT_FAILED, retryable=full)
         return proc
 
     @property

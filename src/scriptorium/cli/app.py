@@ -2,21 +2,24 @@
 conventions every command follows.
 
 Conventions: every command takes ``--json`` (stdout is then exactly one JSON document);
-any :class:`~scriptorium.errors.ScriptoriumError` becomes one line on stderr and the error's
-exit code. Commands are thin: parse arguments, make one library call, print the result.
+any :class:`~scriptorium.errors.ScriptoriumError` (or an OSError such as a full disk) becomes
+one line on stderr and the error's exit code; what the library logs on the way is a
+``warning: …`` line each. Commands are thin: parse arguments, make one library call, print
+the result.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import click
 
 from ..config import Home, Settings, load_settings, resolve_location
-from ..errors import NotFound, ReasonCode, ScriptoriumError
+from ..errors import NotFound, ReasonCode, ScriptoriumError, from_os_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.writing import Memory
@@ -96,6 +99,21 @@ class App:
                            recover=recover)
 
 
+class _WarningLines(logging.Handler):
+    """The library's log records (a search index rebuilt, …) as ``warning: …`` lines on the
+    stderr of the moment (tests swap it), instead of Python's bare last-resort output."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"warning: {' '.join(record.getMessage().split())}", err=True)
+
+
+def _route_library_logs() -> None:
+    logger = logging.getLogger("scriptorium")
+    if not any(isinstance(h, _WarningLines) for h in logger.handlers):
+        logger.addHandler(_WarningLines(logging.WARNING))
+        logger.propagate = False
+
+
 def report_error(exc: ScriptoriumError, *, as_json: bool) -> None:
     """One line on stderr; under ``--json`` also ``{"error": {...}}`` on stdout."""
     if as_json:
@@ -113,6 +131,11 @@ class _Group(click.Group):
             app = ctx.find_object(App)
             report_error(exc, as_json=bool(app and app.as_json))
             ctx.exit(exc.exit_code)
+        except OSError as exc:  # a full disk mid-write, an unreadable file: one line too
+            error = from_os_error(exc)
+            app = ctx.find_object(App)
+            report_error(error, as_json=bool(app and app.as_json))
+            ctx.exit(error.exit_code)
         except KeyboardInterrupt:
             click.echo("error: interrupted", err=True)
             ctx.exit(130)
@@ -126,6 +149,7 @@ class _Root(_Group):
              complete_var: str | None = None, standalone_mode: bool = True,
              **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
+        _route_library_logs()
         try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:

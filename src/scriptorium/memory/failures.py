@@ -7,12 +7,13 @@ what the user can do.
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReasonCode, ScriptoriumError
+from ..errors import ReasonCode, ScriptoriumError, from_os_error
 from ..fsutil import atomic_write_json
 
 
@@ -33,6 +34,8 @@ def classify(exc: BaseException) -> Failure:
     """Turn any exception from a write step into a reported failure."""
     if isinstance(exc, ScriptoriumError):
         return Failure(exc.code, exc.retryable, str(exc))
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return classify(from_os_error(exc))  # DISK_FULL: retryable, never blocks a branch
     if isinstance(exc, ValueError):
         return Failure(ReasonCode.WRITER_PRECONDITION_FAILED, False, str(exc) or type(exc).__name__)
     retryable = bool(getattr(exc, "retryable", False))
