@@ -136,3 +136,17 @@ def test_a_corrupt_bookkeeping_file_is_a_clear_error_and_is_left_alone(store, ho
     with pytest.raises(CorruptFile, match="state.sqlite"):
         import_sources(store, home, "claude-code", [t.write()])
     assert db.read_bytes().startswith(b"not a database")
+
+
+def test_a_lone_surrogate_in_a_transcript_is_kept_as_a_replacement_character(store, home,
+                                                                             tmp_path):
+    """Half a surrogate pair escaped in the JSON (`"\\ud83d"`) decodes to text no file holds
+    as UTF-8: it used to end the import with a traceback (found by benchmarks/faults_fuzz.py)."""
+    t = Transcript(tmp_path / f"{SESSION}.jsonl")
+    t.user("u1", None, "half an emoji \ud83d and the rest")
+    t.assistant("a1", "u1", "fine")
+    path = t.write()
+    assert "\\ud83d" in path.read_text()
+    row = import_sources(store, home, "claude-code", [path]).to_dict()["files"][0]
+    assert row["nodes_added"] == 2 and row["replaced_characters"] >= 1
+    assert store.get_branch(f"cc-{SESSION}")[0]["content"] == "half an emoji \ufffd and the rest"

@@ -26,6 +26,8 @@ incremental run needs neither the source's old lines nor the store's node texts.
 
 from __future__ import annotations
 
+import re
+
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -97,6 +99,7 @@ class SessionGraph:
         self.forks = 0
         self.dangling = 0
         self.skipped: Counter = Counter()
+        self.replaced = 0  # lone surrogates replaced by U+FFFD
         self.last_main: str | None = None  # last non-sidechain tree position seen
 
     # --- resolving source ids -------------------------------------------------------------
@@ -143,6 +146,8 @@ class SessionGraph:
     def add(self, item: Item) -> None:
         """Map ``item`` and append its node (idempotent by id)."""
         assert self.bulk is not None, "open the graph's appender first"
+        if item.kind != "pass":
+            self.replaced += _scrub_item(item)
         if item.kind == "pass":
             if item.id is not None:
                 stored = self.stored(item.id)
@@ -245,3 +250,37 @@ class SessionGraph:
         target = self.anchor(source_id)
         if target is not None and self.bulk.has(target) and target != self.bulk.head:
             self.bulk.set_head(target)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub(value: Any) -> tuple[Any, int]:
+    """``value`` with every lone surrogate replaced by U+FFFD, and how many there were.
+
+    A source's JSON may escape half a surrogate pair (``"\\ud800"``, a damaged or cut
+    string); Python decodes it into a str no file can hold as UTF-8. The rest of the
+    message is kept and the count is reported, instead of the whole import failing."""
+    if isinstance(value, str):
+        return _SURROGATE.subn("\ufffd", value) if _SURROGATE.search(value) else (value, 0)
+    if isinstance(value, dict):
+        total, out = 0, {}
+        for key, item in value.items():
+            (key, a), (item, b) = scrub(key), scrub(item)
+            out[key], total = item, total + a + b
+        return (out, total) if total else (value, 0)
+    if isinstance(value, list):
+        pairs = [scrub(item) for item in value]
+        total = sum(n for _, n in pairs)
+        return ([v for v, _ in pairs], total) if total else (value, 0)
+    return value, 0
+
+
+def _scrub_item(item: Item) -> int:
+    total = 0
+    for name in ("text", "name", "input", "metadata"):
+        value, n = scrub(getattr(item, name))
+        if n:
+            setattr(item, name, value)
+            total += n
+    return total

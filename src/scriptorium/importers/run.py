@@ -21,7 +21,7 @@ from typing import Any, Iterator, Protocol
 
 from ..errors import InvalidInput, ScriptoriumError
 from ..sessions import SessionStore
-from .graph import Item, SessionGraph
+from .graph import Item, SessionGraph, scrub
 from .ledger import FileState, Ledger, SessionState, head_hash
 
 MAX_ERRORS_LISTED = 5
@@ -40,6 +40,7 @@ class FileReport:
     unchanged: bool = False
     rewritten: bool = False
     dangling_parents: int = 0
+    replaced_characters: int = 0  # lone surrogates in the source, kept as U+FFFD
     sessions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -53,6 +54,8 @@ class FileReport:
             out["rewritten"] = True
         if self.dangling_parents:
             out["dangling_parents"] = self.dangling_parents
+        if self.replaced_characters:
+            out["replaced_characters"] = self.replaced_characters
         if self.errors:
             out["errors"] = self.errors
         return out
@@ -87,7 +90,10 @@ class Importer:
         report.sessions.append(sid)
         if self.store.exists(sid):
             return False
-        self.store.create_session(sid, title=title[:120], imported_from=self.kind, **meta)
+        title, replaced = scrub(title[:120])
+        meta, more = scrub(meta)
+        report.replaced_characters += replaced + more
+        self.store.create_session(sid, title=title, imported_from=self.kind, **meta)
         report.sessions_created += 1
         return True
 
@@ -103,12 +109,13 @@ class Importer:
             graph.bulk = bulk
             feed(graph)
             if title and not bulk.title and graph.added:
-                bulk.update_meta(title=title[:120])
+                bulk.update_meta(title=scrub(title[:120])[0])
         graph.bulk = None
         state.save_extra()
         report.nodes_added += graph.added
         report.forks += graph.forks
         report.dangling_parents += graph.dangling
+        report.replaced_characters += graph.replaced
         report.skipped.update(graph.skipped)
         if graph.added:
             if not created:
