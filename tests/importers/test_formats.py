@@ -199,3 +199,24 @@ def test_chatgpt_regenerations_and_edits_are_forks_and_current_node_is_the_head(
     assert {row["tip"] for row in store.list_branches(sid)} == {"a2", "a2r", "a2e"}
     assert [m["id"] for m in store.get_branch(sid)] == ["u1", "a1", "u2e", "a2e"]
     assert not (tmp_path / "evil.txt").exists() and not (home.parent / "evil.txt").exists()
+
+
+def test_a_chatgpt_export_of_an_unexpected_shape_loses_only_the_odd_fields(store, home,
+                                                                         tmp_path):
+    """Lists where ids belong, lists where objects belong, half a surrogate pair: each used to
+    end the import with a traceback (found by benchmarks/faults_fuzz.py)."""
+    conv = _chat(regen=False, edit=False)
+    m = conv["mapping"]
+    m["u2"]["parent"] = ["a1"]                    # a list where an id belongs: a root now
+    m["a1"]["children"] = [["u2"], "u2"]
+    m["a2"]["message"]["author"] = ["assistant"]  # a list where an object belongs
+    m["a2"]["message"]["metadata"] = "hidden?"
+    m["u1"]["message"]["content"]["parts"] = ["Name a colour \ud83d"]
+    m["odd"] = ["not", "a", "node"]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([conv]))            # ensure_ascii: the surrogate is escaped
+    report = import_sources(store, home, "chatgpt", [path]).to_dict()["files"][0]
+    assert "errors" not in report and report["replaced_characters"] == 1
+    nodes = {n.id: n for n in store.get_nodes("chatgpt-conv-1")}
+    assert nodes["u1"].output == "Name a colour \ufffd" and nodes["u2"].output == "Another"
+    assert {"u1", "a1", "u2", "a2"} <= set(nodes)

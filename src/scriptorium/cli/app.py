@@ -110,8 +110,8 @@ class _WarningLines(logging.Handler):
 def _route_library_logs() -> None:
     logger = logging.getLogger("scriptorium")
     if not any(isinstance(h, _WarningLines) for h in logger.handlers):
-        logger.addHandler(_WarningLines(logging.WARNING))
-        logger.propagate = False
+        logger.addHandler(_WarningLines(logging.WARNING))  # Python's bare fallback then stays
+        # silent; records still propagate to whatever the embedding program configured
 
 
 def report_error(exc: ScriptoriumError, *, as_json: bool) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from ..errors import InvalidInput
-from .graph import Item, SessionGraph
+from .graph import Item, SessionGraph, scrub
 from .ids import session_id
 from .ledger import FileState, SessionState
 from .run import FileReport, Importer
@@ -91,17 +91,25 @@ def _text(content: dict) -> str:
     return ""
 
 
+def _dict(value: Any) -> dict:
+    """``value`` if it is an object, else an empty one (an export of an unexpected shape
+    loses that field, never the import)."""
+    return value if isinstance(value, dict) else {}
+
+
 def items(conv: dict) -> Iterator[Item]:
     """The conversation's nodes, parents before children (children by create_time)."""
-    mapping = conv.get("mapping") if isinstance(conv.get("mapping"), dict) else {}
+    mapping = {k: v for k, v in _dict(conv.get("mapping")).items() if isinstance(v, dict)}
 
     def when(nid: str) -> float:
-        msg = (mapping.get(nid) or {}).get("message") or {}
-        t = msg.get("create_time")
+        t = _dict(mapping[nid].get("message")).get("create_time")
         return float(t) if isinstance(t, (int, float)) else 0.0
 
-    roots = [nid for nid, node in mapping.items()
-             if isinstance(node, dict) and (node.get("parent") not in mapping)]
+    def parent_of(node: dict) -> str | None:
+        parent = node.get("parent")
+        return parent if isinstance(parent, str) and parent in mapping else None
+
+    roots = [nid for nid, node in mapping.items() if parent_of(node) is None]
     stack = sorted(roots, key=when, reverse=True)
     seen: set[str] = set()
     while stack:
@@ -109,31 +117,31 @@ def items(conv: dict) -> Iterator[Item]:
         if nid in seen:
             continue
         seen.add(nid)
-        node = mapping.get(nid) or {}
-        parent = node.get("parent") if node.get("parent") in mapping else None
-        yield _item(nid, parent, node.get("message"))
-        kids = [k for k in node.get("children") or [] if k in mapping and k not in seen]
+        node = mapping[nid]
+        yield _item(nid, parent_of(node), node.get("message"))
+        children = node.get("children") if isinstance(node.get("children"), list) else []
+        kids = [k for k in children if isinstance(k, str) and k in mapping and k not in seen]
         stack.extend(sorted(kids, key=when, reverse=True))
 
 
 def _item(nid: str, parent: str | None, msg: Any) -> Item:
     if not isinstance(msg, dict):
         return Item(nid, "pass", parent=parent, skip="empty_node")
-    author = msg.get("author") or {}
+    author = _dict(msg.get("author"))
     role = author.get("role")
-    content = msg.get("content") if isinstance(msg.get("content"), dict) else {}
+    content = _dict(msg.get("content"))
     ctype = content.get("content_type")
     text = _text(content)
     created = msg.get("create_time") if isinstance(msg.get("create_time"), (int, float)) else None
-    recipient = msg.get("recipient") or "all"
+    recipient = msg.get("recipient") if isinstance(msg.get("recipient"), str) else "all"
     md: dict[str, Any] = {"content_type": ctype, "author_role": role}
-    if (msg.get("metadata") or {}).get("is_visually_hidden_from_conversation"):
+    if _dict(msg.get("metadata")).get("is_visually_hidden_from_conversation"):
         md["hidden"] = True
     if role == "user" and ctype in TEXT_TYPES and text.strip():
         return Item(nid, "turn", parent=parent, role="user", text=text, metadata=md,
                     created_at=created)
     if role == "assistant" and recipient == "all" and ctype in TEXT_TYPES and text.strip():
-        model = (msg.get("metadata") or {}).get("model_slug") or ""
+        model = _dict(msg.get("metadata")).get("model_slug") or ""
         return Item(nid, "turn", parent=parent, role="llm", text=text, name=str(model),
                     metadata=md, created_at=created)
     if role == "assistant" and recipient != "all":
@@ -195,6 +203,8 @@ class ChatGPTImporter(Importer):
         self.ledger.commit()
 
     def _conversation(self, conv: dict, report: FileReport) -> None:
+        conv, replaced = scrub(conv)  # lone surrogates (see graph.scrub)
+        report.replaced_characters += replaced
         cid = conv.get("conversation_id") or conv.get("id")
         if not isinstance(cid, str) or not cid:
             report.skipped["conversation_without_id"] += 1

@@ -99,7 +99,6 @@ class SessionGraph:
         self.forks = 0
         self.dangling = 0
         self.skipped: Counter = Counter()
-        self.replaced = 0  # lone surrogates replaced by U+FFFD
         self.last_main: str | None = None  # last non-sidechain tree position seen
 
     # --- resolving source ids -------------------------------------------------------------
@@ -146,8 +145,6 @@ class SessionGraph:
     def add(self, item: Item) -> None:
         """Map ``item`` and append its node (idempotent by id)."""
         assert self.bulk is not None, "open the graph's appender first"
-        if item.kind != "pass":
-            self.replaced += _scrub_item(item)
         if item.kind == "pass":
             if item.id is not None:
                 stored = self.stored(item.id)
@@ -256,11 +253,13 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def scrub(value: Any) -> tuple[Any, int]:
-    """``value`` with every lone surrogate replaced by U+FFFD, and how many there were.
+    """``value`` (a decoded JSON value) with every lone surrogate replaced by U+FFFD, and how
+    many there were.
 
     A source's JSON may escape half a surrogate pair (``"\\ud800"``, a damaged or cut
-    string); Python decodes it into a str no file can hold as UTF-8. The rest of the
-    message is kept and the count is reported, instead of the whole import failing."""
+    string); Python decodes it into a str no file can hold as UTF-8. Importers scrub each
+    object as they decode it (:func:`has_lone_surrogate_escape` says when it is needed): the
+    rest of the message is kept and the count is reported, instead of the import failing."""
     if isinstance(value, str):
         return _SURROGATE.subn("\ufffd", value) if _SURROGATE.search(value) else (value, 0)
     if isinstance(value, dict):
@@ -276,11 +275,11 @@ def scrub(value: Any) -> tuple[Any, int]:
     return value, 0
 
 
-def _scrub_item(item: Item) -> int:
-    total = 0
-    for name in ("text", "name", "input", "metadata"):
-        value, n = scrub(getattr(item, name))
-        if n:
-            setattr(item, name, value)
-            total += n
-    return total
+_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def has_lone_surrogate_escape(raw: bytes) -> bool:
+    """Could this JSON line decode to a lone surrogate? (It holds a surrogate escape; a
+    valid pair decodes whole, and :func:`scrub` then replaces nothing.) Cheap: most lines
+    have none, and only those that do are walked."""
+    return _ESCAPE.search(raw) is not None

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Protocol
 
 from ..errors import InvalidInput, ScriptoriumError
 from ..sessions import SessionStore
-from .graph import Item, SessionGraph, scrub
+from .graph import Item, SessionGraph, has_lone_surrogate_escape, scrub
 from .ledger import FileState, Ledger, SessionState, head_hash
 
 MAX_ERRORS_LISTED = 5
@@ -115,7 +115,6 @@ class Importer:
         report.nodes_added += graph.added
         report.forks += graph.forks
         report.dangling_parents += graph.dangling
-        report.replaced_characters += graph.replaced
         report.skipped.update(graph.skipped)
         if graph.added:
             if not created:
@@ -230,6 +229,9 @@ def _lines(path: Path, offset: int, size: int, lines: int,
                 yield lineno, None, pos
                 continue
             pos += len(raw)
+            if has_lone_surrogate_escape(stripped):
+                obj, replaced = scrub(obj)
+                report.replaced_characters += replaced
             if not isinstance(obj, dict):
                 _error(report, f"{path}:{lineno}: not a JSON object")
                 report.skipped["malformed_line"] += 1
