@@ -99,8 +99,10 @@ class Cli:
 
 def json_error(result) -> dict:
     """The error document a failed ``--json`` command printed: stdout is exactly
-    ``{"error": {"code", "message", "retryable"}}`` (and stderr one line)."""
+    ``{"error": {"code", "message", "retryable"}}``, plus ``details`` for some errors (and
+    stderr one line)."""
     doc = json.loads(result.stdout)
-    assert list(doc) == ["error"] and set(doc["error"]) == {"code", "message", "retryable"}
+    assert list(doc) == ["error"]
+    assert set(doc["error"]) - {"details"} == {"code", "message", "retryable"}  # details: optional
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
     return doc["error"]

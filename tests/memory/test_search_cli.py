@@ -105,8 +105,16 @@ def test_follow_names_the_session_turn_of_a_cited_source(filled):
 def test_follow_shows_the_turn_from_the_session_store(home, cli):
     cli.json("session", "new", "--id", "s1")
     node = cli.json("session", "add", "s1", "--role", "user", "--text", "Remember my tea")
-    data = cli.json("memory", "follow", f"openprogram/s1/{node['node_id']}")
-    assert data["in_session_store"] is True and data["archived"] is False
+    source = f"openprogram/s1/{node['node_id']}"
+    # not written yet: not found (exit 3), the stored turn in the error's details
+    result = cli("memory", "follow", source, "--json")
+    error = json_error(result)
+    assert result.exit_code == 3 and error["code"] == "SOURCE_NOT_WRITTEN"
+    assert error["details"]["in_session_store"] is True and error["details"]["archived"] is False
+    assert error["details"]["turn"]["content"] == "Remember my tea"
+    cli.json("memory", "write", "s1", "--force")
+    data = cli.json("memory", "follow", source)
+    assert data["in_session_store"] is True and data["archived"] is True
     assert data["turn"]["content"] == "Remember my tea"
 
 
