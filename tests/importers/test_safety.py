@@ -150,3 +150,18 @@ def test_a_lone_surrogate_in_a_transcript_is_kept_as_a_replacement_character(sto
     row = import_sources(store, home, "claude-code", [path]).to_dict()["files"][0]
     assert row["nodes_added"] == 2 and row["replaced_characters"] >= 1
     assert store.get_branch(f"cc-{SESSION}")[0]["content"] == "half an emoji \ufffd and the rest"
+
+
+
+def test_raw_surrogate_bytes_in_a_transcript_line_are_kept_as_a_replacement_character(
+        store, home, tmp_path):
+    """json.loads decodes bytes with "surrogatepass": a surrogate's raw bytes (\\xed\\xa0\\x80)
+    become a lone surrogate just like the escape does."""
+    t = Transcript(tmp_path / f"{SESSION}.jsonl")
+    t.user("u1", None, "raw MARK bytes")
+    t.assistant("a1", "u1", "fine")
+    path = t.write()
+    path.write_bytes(path.read_bytes().replace(b"MARK", b"\xed\xa0\x80"))
+    row = import_sources(store, home, "claude-code", [path]).to_dict()["files"][0]
+    assert row["nodes_added"] == 2 and row["replaced_characters"] >= 1
+    assert store.get_branch(f"cc-{SESSION}")[0]["content"] == "raw \ufffd bytes"

@@ -275,11 +275,13 @@ def scrub(value: Any) -> tuple[Any, int]:
     return value, 0
 
 
-_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# a surrogate escape, or a surrogate's own UTF-8-style bytes (json.loads decodes bytes with
+# "surrogatepass", so those become lone surrogates too)
+_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\xed[\xa0-\xbf]")
 
 
 def has_lone_surrogate_escape(raw: bytes) -> bool:
-    """Could this JSON line decode to a lone surrogate? (It holds a surrogate escape; a
-    valid pair decodes whole, and :func:`scrub` then replaces nothing.) Cheap: most lines
-    have none, and only those that do are walked."""
+    """Could this JSON line decode to a lone surrogate? (A valid escaped pair decodes whole,
+    and :func:`scrub` then replaces nothing.) Cheap: most lines have none, and only those
+    that do are walked."""
     return _ESCAPE.search(raw) is not None
