@@ -19,7 +19,7 @@ from .side_branches import ARCHIVED, AT_BOUNDARY, FAILURE, REJECTED_REPLY
 from .watcher import STATE_FILE as WATCHER_STATE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .writing import Memory
+    from .view import MemoryView
 
 
 @dataclass
@@ -42,7 +42,7 @@ class PendingReason:
                 "pending_ids": list(self.pending_ids)}
 
 
-def recorded_failures(memory: "Memory") -> dict[str, dict[str, Any]]:
+def recorded_failures(memory: "MemoryView") -> dict[str, dict[str, Any]]:
     """session id -> the last non-retryable write failure the runtime recorded for it.
 
     Read tolerantly: this is a diagnosis, so an unreadable state file means "none known",
@@ -69,7 +69,7 @@ class AfterWrite:
     failure: dict[str, Any] | None = None
 
 
-def _why(memory: "Memory", session_id: str, tip: str, pending: Sequence[Record], *,
+def _why(memory: "MemoryView", session_id: str, tip: str, pending: Sequence[Record], *,
          is_head: bool, failure: dict[str, Any] | None, migration: bool, now: float,
          archived: bool = False, after: AfterWrite | None = None) -> PendingReason:
     threshold = memory.settings.trigger_tokens
@@ -132,7 +132,7 @@ def _why(memory: "Memory", session_id: str, tip: str, pending: Sequence[Record],
         f"takes off-head lines only once they reach it", **base)
 
 
-def pending_by_tip(memory: "Memory", session_id: str,
+def pending_by_tip(memory: "MemoryView", session_id: str,
                    tips: Sequence[str]) -> dict[str, list[Record]]:
     """tip -> ``memory.pending(session_id, tip)`` for many tips at once.
 
@@ -178,7 +178,7 @@ def pending_by_tip(memory: "Memory", session_id: str,
     return out
 
 
-def pending_reasons(memory: "Memory", session_id: str, tips: Sequence[str] | None = None, *,
+def pending_reasons(memory: "MemoryView", session_id: str, tips: Sequence[str] | None = None, *,
                     after: AfterWrite | None = None) -> dict[str, PendingReason]:
     """tip -> why that branch of ``session_id`` still owes turns. Default: every live tip,
     the head first. ``after``: the report right after that write, over every branch

@@ -1,11 +1,11 @@
-"""What the upkeep modules (status, verify, migrate, the watcher) need of a
+"""What the upkeep modules (status, verify, migrate, the watcher, pending reasons) need of a
 :class:`~scriptorium.memory.writing.Memory`, as a Protocol: they depend on this, not on the
 write path above them, so no import runs upward.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..config import Settings
 from ..sessions import SessionStore
@@ -23,6 +23,10 @@ class MemoryView(Protocol):
     workspace: Workspace
     settings: Settings
     blocked: BlockedBranches
+    clock: Callable[[], float]
+
+    @property
+    def workspace_id(self) -> str: ...
 
     @property
     def writer(self) -> Writer: ...
