@@ -124,3 +124,20 @@ def test_a_run_past_its_deadline_installs_and_marks_nothing_and_frees_the_lock(h
             timeout_seconds=5.0))
         assert mem.write_session("s").failure is None
     assert marks(mem) == {"u1", "a1", "u2"}
+
+
+def test_a_repair_run_gets_only_what_the_first_run_left_of_the_deadline(home, key):
+    clock = PinnedClock()
+    foreign = "openprogram/other-session/n1"  # not evidence of the batch: the commit is refused
+    # the first run spends 70 of its 100 s and is rejected; its repair run may wait 30 s only
+    script = [taking(clock, 40, writes_topic(cite=foreign)), taking(clock, 30, final()),
+              taking(clock, 20, GLOB), taking(clock, 20, GLOB), final()]
+    with ScriptedServer(script) as server:
+        mem = memory_with(home, server, timeout_seconds=60, run_timeout_seconds=100,
+                          clock=clock)
+        result = mem.write_session("s")
+        timeouts = read_timeouts(server)
+    assert result.failure is not None
+    assert result.failure.reason_code == ReasonCode.MODEL_TIMEOUT and result.failure.retryable
+    assert timeouts == [60.0, 60.0, 30.0, 10.0]  # one deadline for the job, repair included
+    assert marks(mem) == set() and topics_tree(mem) == {}

@@ -33,12 +33,16 @@ class WriteJob:
     purpose: str = "write"
     # Where a writer may keep its run log (the workspace runtime dir); None = do not log.
     log_dir: Path | None = None
+    # What every run of this job shares, repair runs included (the llm writer keeps the
+    # job's deadline here, so a repair run never extends how long the lock waits on a model).
+    shared: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def on_stage(self, stage: Path, rejection: str | None = None) -> "WriteRequest":
         return WriteRequest(batch=self.batch, stage=stage, cited=self.cited,
                             session_title=self.session_title, subject_hint=self.subject_hint,
                             line=self.line, side_branch=self.side_branch,
-                            purpose=self.purpose, rejection=rejection, log_dir=self.log_dir)
+                            purpose=self.purpose, rejection=rejection, log_dir=self.log_dir,
+                            shared=self.shared)
 
 
 @dataclass
@@ -62,6 +66,7 @@ class WriteRequest:
     # Set on a repair run: why the transaction rejected the previous attempt's edits.
     rejection: str | None = None
     log_dir: Path | None = None  # where a writer may keep its run log; None = do not log
+    shared: dict[str, Any] = field(default_factory=dict)  # see WriteJob.shared
 
     @property
     def topics_dir(self) -> Path:

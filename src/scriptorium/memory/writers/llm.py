@@ -265,7 +265,9 @@ class LLMWriter:
         prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
         try:
             client = self.client()
-            deadline = self.clock() + self.run_deadline_seconds
+            # one deadline per job: a repair run gets only what the first run left
+            deadline = request.shared.setdefault("llm_deadline",
+                                                 self.clock() + self.run_deadline_seconds)
             self._loop(client, messages, StageTools(request.stage), audit, stats, deadline)
         except ScriptoriumError as exc:
             self._finish(audit, stats, request, prompt_chars, prompt_tokens,
