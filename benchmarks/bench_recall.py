@@ -7,13 +7,16 @@ on the same line (keyed: "Actually, change the … to 150 ms.", or bare right af
 with chatter in between. Every session is written through the real write path (head, then the
 side branches), once per writer, in separate homes.
 
-A question is "what is <project> <line>?" asked of ``memory search`` (top 3 claims). It is
-answered when a claim stating the holding value (and not marked superseded) is in the top 3
-and no claim ranked above it states only an older head-line value or is marked superseded.
-A side branch's value is an alternative, not an older value, so it never counts against.
+Each value line is one question, asked twice: of ``memory search`` ("<codename> <line>", top 3
+claims) and of ``memory context`` (the user asks "What is the <line> now?" on a new turn after
+the written head; the context's first 3 claims). It is answered when a claim stating the
+holding value (and not marked superseded) is in the top 3 and no claim ranked above it states
+only an older head-line value or is marked superseded. A side branch's value is an
+alternative, not an older value, so it never counts against. Each batch mode (one batch per
+conversation, several) writes every conversation once per writer, in separate homes.
 
 Usage:
-    python benchmarks/bench_recall.py [--sessions 60] [--seed 16] [--trigger-tokens 400]
+    python benchmarks/bench_recall.py [--sessions 60] [--seed 16] [--batches one|many|both]
 """
 
 from __future__ import annotations
@@ -209,37 +212,64 @@ def _states(text: str, value: int) -> bool:
     return re.search(rf"(?<![\d.]){value}(?![\d])", text) is not None
 
 
-def answered(mem: Memory, conv: Conversation, line: Line, top_k: int = 3) -> bool:
-    hits = search(mem.workspace, f"{conv.codename} {line.attr}", top_k=top_k)
+def judge(texts: list[str], line: Line) -> bool:
+    """The holding value is stated by one of ``texts`` (best first), not marked superseded,
+    with no claim above it stating only an older value of the line or marked superseded."""
     older = [v for v in line.head_values[:-1] if v != line.holding]
-    for hit in hits:
-        superseded = SUPERSEDED_MARK in hit.text
-        if _states(hit.text, line.holding) and not superseded:
+    for text in texts:
+        superseded = SUPERSEDED_MARK in text
+        if _states(text, line.holding) and not superseded:
             return True
-        if superseded or (any(_states(hit.text, v) for v in older)
-                          and not _states(hit.text, line.holding)):
+        if superseded or (any(_states(text, v) for v in older)
+                          and not _states(text, line.holding)):
             return False  # an older value ranks above the one that holds
     return False
 
 
-def score(mem: Memory, convs: list[Conversation]) -> tuple[int, int]:
-    total = good = 0
+def answered(mem: Memory, conv: Conversation, line: Line, top_k: int = 3) -> bool:
+    """Asked of ``memory search``: "<codename> <line>"."""
+    hits = search(mem.workspace, f"{conv.codename} {line.attr}", top_k=top_k)
+    return judge([hit.text for hit in hits], line)
+
+
+def answered_in_context(mem: Memory, conv: Conversation, line: Line, head: str,
+                        top_k: int = 3) -> bool:
+    """Asked in the conversation: the user asks on a new turn after the written head
+    ("What is the <line> now?") and ``memory context`` at that turn is read, first claims
+    first (claims on this branch, then other conversations, then other branches)."""
+    node = f"{conv.sid}-q-{line.attr.replace(' ', '-')}"
+    mem.store.append_after(conv.sid, head, {"id": node, "role": "user",
+                                            "content": f"What is the {line.attr} now?"})
+    ctx = mem.context(conv.sid, node)
+    return judge([block.text for block in ctx.blocks[:top_k]], line)
+
+
+def score(mem: Memory, convs: list[Conversation]) -> dict:
+    total = good = in_context = 0
     for conv in convs:
+        head = mem.store.get_meta(conv.sid).get("head_id")
         for line in conv.lines:
             total += 1
             good += answered(mem, conv, line)
-    return good, total
+            in_context += answered_in_context(mem, conv, line, head)
+    return {"questions": total, "answered": good, "context": in_context}
 
 
-def run(sessions: int, seed: int, trigger_tokens: int) -> dict:
+MODES = {"one": 16_000, "many": 400}  # trigger tokens: one batch / several per conversation
+
+
+def run(sessions: int, seed: int, modes: dict[str, int] = MODES) -> dict:
+    """{mode: {writer: figures}} for each batch mode, both writers on the same conversations."""
     convs = generate(sessions, seed)
-    out = {}
-    for name, writer in (("new", EmbeddedWriter()), ("baseline", BaselineWriter())):
-        with tempfile.TemporaryDirectory(prefix=f"recall-{name}-") as tmp:
-            built = build(Path(tmp), convs, writer, trigger_tokens)
-            good, total = score(built["mem"], convs)
-            out[name] = {"answered": good, "questions": total, "turns": built["turns"],
-                         "wall": built["wall"], "writer_seconds": built["writer_seconds"]}
+    out: dict[str, dict] = {}
+    for mode, trigger_tokens in modes.items():
+        for name, writer in (("new", EmbeddedWriter()), ("baseline", BaselineWriter())):
+            with tempfile.TemporaryDirectory(prefix=f"recall-{name}-") as tmp:
+                built = build(Path(tmp), convs, writer, trigger_tokens)
+                figures = score(built["mem"], convs)
+                figures.update(turns=built["turns"], wall=built["wall"],
+                               writer_seconds=built["writer_seconds"])
+                out.setdefault(mode, {})[name] = figures
     return out
 
 
@@ -247,23 +277,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=60)
     parser.add_argument("--seed", type=int, default=16)
-    parser.add_argument("--trigger-tokens", type=int, default=400,
-                        help="batch size: small, so a session is written in several batches")
+    parser.add_argument("--batches", choices=("one", "many", "both"), default="both",
+                        help=f"one batch per conversation (trigger_tokens {MODES['one']}), "
+                             f"several (trigger_tokens {MODES['many']}), or both")
     args = parser.parse_args()
+    modes = MODES if args.batches == "both" else {args.batches: MODES[args.batches]}
     load = os.getloadavg()
-    res = run(args.sessions, args.seed, args.trigger_tokens)
-    new, base = res["new"], res["baseline"]
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.sessions} sessions, "
-          f"seed {args.seed}, trigger_tokens {args.trigger_tokens}")
-    print(f"{'writer':<10} {'answered':>14} {'turns':>6} {'write path turns/s':>19} "
-          f"{'writer-only turns/s':>20}")
-    for name, r in (("new", new), ("baseline", base)):
-        print(f"{name:<10} {r['answered']:>5}/{r['questions']:<4} ({r['answered'] / r['questions']:.2f})"
-              f" {r['turns']:>6} {r['turns'] / r['wall']:>19.1f} "
-              f"{r['turns'] / max(r['writer_seconds'], 1e-9):>20.1f}")
-    print(f"ratio new/baseline: recall {new['answered'] / max(base['answered'], 1):.2f}x, "
-          f"write path speed {(new['turns'] / new['wall']) / (base['turns'] / base['wall']):.2f}x, "
-          f"writer-only speed {(new['turns'] / new['writer_seconds']) / (base['turns'] / base['writer_seconds']):.2f}x")
+    res = run(args.sessions, args.seed, modes)
+    after = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (at the end "
+          f"{after[0]:.2f}); {args.sessions} sessions, seed {args.seed}")
+    print(f"{'batches':<8} {'writer':<9} {'search top 3':>17} {'context top 3':>17} "
+          f"{'turns':>6} {'write path turns/s':>19} {'writer call turns/s':>20}")
+    for mode, figures in res.items():
+        for name in ("new", "baseline"):
+            r = figures[name]
+            q = r["questions"]
+            print(f"{mode:<8} {name:<9} {r['answered']:>5}/{q:<4} ({r['answered'] / q:.2f}) "
+                  f"{r['context']:>5}/{q:<4} ({r['context'] / q:.2f}) {r['turns']:>6} "
+                  f"{r['turns'] / r['wall']:>19.1f} "
+                  f"{r['turns'] / max(r['writer_seconds'], 1e-9):>20.1f}")
+        new, base = figures["new"], figures["baseline"]
+        print(f"{mode:<8} new/baseline: write path speed "
+              f"{(new['turns'] / new['wall']) / (base['turns'] / base['wall']):.2f}x, "
+              f"writer call speed "
+              f"{base['writer_seconds'] / max(new['writer_seconds'], 1e-9):.2f}x")
 
 
 if __name__ == "__main__":

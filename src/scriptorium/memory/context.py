@@ -1,9 +1,11 @@
 """The memory a model on one branch should see now: one Markdown block for its prompt.
 
-Claims relevant to the branch's recent turns, found by a branch-aware search whose query is
-the most salient words of those turns; claims on the reader's line first, then claims from
-other conversations, then what was said on other branches of this one, labelled with the
-branch it was said on. Every line names its block id, so a model (or a person) can open the
+Claims relevant to the branch's recent turns, found by branch-aware searches: first the
+claims that best answer the newest turn (the one the model is about to respond to, so a
+question asked just now is not drowned by the turns before it), then those matching the most
+salient words of the recent turns together; claims on the reader's line first, then claims
+from other conversations, then what was said on other branches of this one, labelled with the
+branch it was said on. A claim a later one replaces ranks below it (as in search). Every line names its block id, so a model (or a person) can open the
 paragraph and its evidence. The block stays within a token budget
 counted with the project's offline counter.
 """
@@ -17,7 +19,7 @@ from ..errors import InvalidInput
 from ..tokens import count_tokens
 from .provenance import ALTERNATIVE, ELSEWHERE, ON_LINE, BranchReader
 from .records import is_record, message_text
-from .search.query import BRANCH_DEPTH, prefer_line, search
+from .search.query import BRANCH_DEPTH, search
 from .writers.embedded import keywords
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,6 +30,7 @@ MIN_BUDGET = 32
 MAX_BUDGET = 200_000
 RECENT_TURNS = 6
 QUERY_WORDS = 16
+NEWEST_DEPTH = 8  # claims answering the newest turn that lead the context
 SECTIONS = ((ON_LINE, "On this branch"), (ELSEWHERE, "From other conversations"),
             (ALTERNATIVE, "Said on other branches of this conversation (not on this one)"))
 
@@ -99,11 +102,12 @@ def memory_context(workspace: Any, store: "SessionStore", session_id: str,
     budget = check_budget(budget)
     reader = BranchReader(store, session_id, head)
     recent = recent_turns(store, session_id, reader.head)
-    words = keywords(" ".join(message_text(m.get("content")) for m in recent), QUERY_WORDS)
+    texts = [message_text(m.get("content")) for m in recent]  # newest first
     hits = []
-    if words:
-        hits = search(workspace, " ".join(words), top_k=BRANCH_DEPTH)
-        hits = prefer_line(reader, hits)
+    for words, depth in ((keywords(texts[0], QUERY_WORDS) if texts else [], NEWEST_DEPTH),
+                         (keywords(" ".join(texts), QUERY_WORDS), BRANCH_DEPTH)):
+        if words:
+            hits += search(workspace, " ".join(words), top_k=depth, reader=reader)
     candidates: list[ContextBlock] = []
     seen: set[tuple[str | None, str]] = set()
     for hit in hits:

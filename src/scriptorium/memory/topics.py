@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Union
 from urllib.parse import unquote
 
 from ..errors import InvalidInput, ReasonCode
+from .claims import SUPERSEDED_MARK  # how a claim says a later one replaced it
 
 __all__ = [
     "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "TopicDoc",
@@ -32,9 +33,6 @@ __all__ = [
     "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "SUPERSEDED_MARK",
 ]
 
-# How a claim says a later one replaced it ("… (superseded: now 150)"); search ranks such
-# claims below the value that holds.
-SUPERSEDED_MARK = "(superseded"
 BLOCK_ID_RE = re.compile(r"[A-Za-z0-9-]+")
 FOOTNOTE_ID_RE = re.compile(r"[A-Za-z0-9_-]+")
 # Labels a writer uses for evidence it adds; the runtime replaces them with ``e-<10 hex>``.

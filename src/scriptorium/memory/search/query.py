@@ -18,11 +18,11 @@ from ...errors import InvalidInput
 from ...sessions import SessionStore
 from ..provenance import ALTERNATIVE, ELSEWHERE, BranchReader, Provenance
 from ..records import PROVIDER
-from ..topics import SUPERSEDED_MARK
 from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
 from .index import SPEAKER_SEP, SearchIndex, SearchIndexUnavailable
+from .supersession import rank_holding_first
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +38,13 @@ FUSION_DEPTH = 50  # how deep each ranking goes before fusion
 # first when it is more than twice as relevant as anything on the reader's line.
 BRANCH_DEPTH = 40
 ALTERNATIVE_WEIGHT = 0.5
-SUPERSEDED_WEIGHT = 0.2  # share of its score a superseded claim keeps
 # A BM25 query fully ranks this many times top_k of the best raw matches (at least the
 # minimum), see _ranked.
 CANDIDATE_FACTOR = 4
 CANDIDATE_MIN = 32
+# How deep a search looks before superseded claims are ranked down, so the claim that
+# replaces one is among the candidates even when the query matches the old one better.
+SUPERSESSION_DEPTH = 20
 
 
 @dataclass
@@ -204,7 +206,7 @@ def bm25_rows(index: SearchIndex, match: str, filters: Filters,
               limit: int) -> list[tuple[dict[str, Any], float]]:
     """The ``limit`` best documents for ``match``: the best raw BM25 matches fully ranked
     (see :func:`_ranked`), or every match when that cannot be sure of the answer."""
-    selective = filters.prefix or filters.window or filters.speaker
+    selective = filters.prefix or filters.window or filters.speaker or filters.cites
     rows = None if selective else _ranked(index, match, filters, limit,
                                           max(CANDIDATE_FACTOR * limit, CANDIDATE_MIN))
     if rows is None:
@@ -216,24 +218,22 @@ def bm25_rows(index: SearchIndex, match: str, filters: Filters,
 def _ranked(index: SearchIndex, match: str, filters: Filters, limit: int,
             depth: int | None) -> list[tuple[dict[str, Any], float]] | None:
     """Rank the matches (``depth``: only the best ``depth`` + 1 by raw BM25, as the FTS table
-    alone ranks them without reading each document's row). Ranking only removes (filters)
-    or demotes (superseded claims), never lifts a document above its raw BM25, so when the
+    alone ranks them without reading each document's row). Ranking only removes (filters;
+    superseded claims are demoted after, see :mod:`.supersession`), never lifts a document
+    above its raw BM25, so when the
     last row kept ranks strictly better than the worst raw candidate, nothing outside the
     candidates can displace it: the answer is the full ranking's. Else None."""
     clauses, params = _where(filters)
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
     best = "ORDER BY raw LIMIT ?" if depth is not None else ""
-    # A claim a later one superseded keeps a fraction of its score: the value that holds
-    # ranks first, the history stays findable.
     sql = (f"WITH c AS MATERIALIZED (SELECT rowid AS id, bm25(fts, {weights}) AS raw FROM fts "
            f"WHERE fts MATCH ? {best}) "
-           f"SELECT {_COLUMNS}, c.raw * CASE WHEN d.kind = 'claim' AND "
-           f"instr(d.text, ?) > 0 THEN {SUPERSEDED_WEIGHT} ELSE 1.0 END AS rank, "
+           f"SELECT {_COLUMNS}, c.raw AS rank, "
            "(SELECT max(raw) FROM c) AS edge, (SELECT count(*) FROM c) AS candidates FROM c "
            f"JOIN docs d ON d.id = c.id WHERE {' AND '.join(clauses)} "
            "ORDER BY rank, d.path, d.line, d.claim, d.id LIMIT ?")
     rows = index.rows(sql, [match, *([depth + 1] if depth is not None else []),
-                            SUPERSEDED_MARK, *params, limit])
+                            *params, limit])
     if depth is not None and not (rows and (rows[0]["candidates"] <= depth or (
             len(rows) == limit and rows[-1]["rank"] < rows[0]["edge"]))):
         return None
@@ -269,13 +269,7 @@ def embedding_rows(index: SearchIndex, query: str, filters: Filters, limit: int,
     by_id = {row["id"]: row for row in rows}
     ranked = rank_by_similarity(query_vec, [(row["id"], vectors[keys[row["id"]]])
                                             for row in rows])
-    ranked = sorted(((doc_id, score - 1.0 + SUPERSEDED_WEIGHT if is_superseded(by_id[doc_id])
-                      else score) for doc_id, score in ranked), key=lambda item: -item[1])
     return [(by_id[doc_id], score) for doc_id, score in ranked[:limit]]
-
-
-def is_superseded(row: dict[str, Any]) -> bool:
-    return row["kind"] == "claim" and SUPERSEDED_MARK in row["text"]
 
 
 def _embed_text(row: dict[str, Any]) -> str:
@@ -330,7 +324,8 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
            since: str | None = None, until: str | None = None, speaker: str | None = None,
            include_sources: bool = False, method: str = "bm25",
            embedder: Embedder | None = None, session: str | None = None,
-           head: str | None = None, store: SessionStore | None = None) -> list[Hit]:
+           head: str | None = None, store: SessionStore | None = None,
+           reader: BranchReader | None = None) -> list[Hit]:
     """Search memory: the ``top_k`` best topic claims (and archived turns when
     ``include_sources``) for ``query``.
 
@@ -346,19 +341,24 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
     carries its provenance for a reader at that tip (``on_line`` / ``alternative`` /
     ``elsewhere``) and alternatives rank below the others of similar relevance (see
     :mod:`scriptorium.memory.provenance`). ``store`` defaults to the home's session store
-    (the workspace's sibling ``sessions/``). Unknown session or tip: NotFound.
+    (the workspace's sibling ``sessions/``). Unknown session or tip: NotFound. A caller
+    that already holds the reader passes it as ``reader`` instead of session/head.
+
+    A value claim a later claim on the same line replaces ranks below the one that holds
+    (for a branch-aware reader, only a replacement not said on another branch counts; see
+    :mod:`.supersession`).
     """
     filters, match = check_arguments(
         query, top_k=top_k, path_prefix=path_prefix, since=since, until=until,
         speaker=speaker, include_sources=include_sources, method=method)
-    reader = None
-    if session is not None:
+    if reader is None and session is not None:
         reader = branch_reader(workspace, session, head, store)
-    elif head is not None:
+    elif reader is None and head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
-    depth = top_k if reader is None else min(MAX_TOP_K, max(BRANCH_DEPTH, 3 * top_k))
+    depth = max(top_k, SUPERSESSION_DEPTH) if reader is None else \
+        min(MAX_TOP_K, max(BRANCH_DEPTH, 3 * top_k))
     index = SearchIndex.of(workspace)
     try:
         try:
@@ -369,12 +369,13 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
             index.discard()
             ranked = _run(index, method, query, match, filters, depth, include_sources,
                           embedder)
+        ranked = rank_holding_first(index, ranked, reader)
     except (sqlite3.Error, OSError) as exc:  # a full disk, an unwritable or odd index path
         raise SearchIndexUnavailable(
             f"search index {index.path} cannot be used ({type(exc).__name__}: {exc}); "
             f"free disk space, or remove that path so it is rebuilt") from None
     if reader is None:
-        return [_hit(row, score) for row, score in ranked]
+        return [_hit(row, score) for row, score in ranked[:top_k]]
     # rank on the cheap class (line membership), then build and describe only what is kept
     classes = [reader.branch_of(json.loads(row["sources"])) if _may_cite(reader, row)
                else ELSEWHERE for row, _ in ranked]

@@ -29,12 +29,12 @@ from ...config import Settings
 from ...fsutil import safe_join
 from ..records import Record
 from ..sources.ids import source_anchor
-from ..topics import SUPERSEDED_MARK, parse_topic
+from ..claims import SUPERSEDED_MARK, ValueClaim, superseded_by, value_claim
+from ..topics import parse_topic
 from . import facts as F
+from . import state as S
 from .base import WriteRequest, WriterAudit
 
-STATE = "Current state"
-STATE_LIMIT = 8  # lines per kind kept in the current state (newest win)
 MAX_STATEMENT_CHARS = 600
 
 _STOPWORDS = frozenset("""
@@ -52,8 +52,6 @@ ok okay thanks thank please yes yeah sure great good fine got noted just will sh
 would like one two also really well now still even get make know think want need see use say said
 """.split())
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-_VALUE_CLAIM = re.compile(r"(?P<key>[^:()\[\]]{1,60}): (?P<value>[^()]+?) \(")
-_STATE_LINE = re.compile(r"- (?P<text>.*?)(?P<cites>(?:\[\^[^\]\n]+\])+)")
 
 
 def _one_line(text: str) -> str:
@@ -182,36 +180,37 @@ class _Topic:
         return bool(targets) and all(t.rpartition("#")[2] in self.on_line or t in self.on_line
                                      for t in targets)
 
-    def prior_values(self) -> list[tuple[F.Fact, str]]:
-        """Holding value claims on the batch's line, with the claim text as written."""
-        out = []
+    def prior_values(self) -> list[F.Fact]:
+        """The value claims that hold on the batch's line, oldest first: not marked
+        superseded, not replaced by a later claim on the line."""
+        found: list[tuple[ValueClaim, str]] = []
         for block in self.doc.blocks:
-            if block.headings[-1:] == [STATE]:
+            if block.headings[-1:] == [S.STATE]:
                 continue
             for claim in block.claims:
-                m = _VALUE_CLAIM.match(claim.text)
-                if not m or SUPERSEDED_MARK in claim.text:
+                value = value_claim(claim.text)
+                if value is None or SUPERSEDED_MARK in claim.text \
+                        or not self._cites_only_the_line(claim.citations):
                     continue
-                if not self._cites_only_the_line(claim.citations):
-                    continue
-                key = m.group("key").strip().lower()
-                key = "" if key == "value" else key
-                out.append((F.Fact(F.VALUES, claim.text, [], key=key,
-                                   value=m.group("value").strip()), claim.text))
+                found.append((value, claim.text))
+        out = []
+        for i, (value, text) in enumerate(found):
+            if superseded_by(value, [later for later, _ in found[i + 1:]]) is None:
+                out.append(F.Fact(F.VALUES, text, [], key=value.key, value=value.value))
         return out
 
     # -- rendering -------------------------------------------------------------------------
 
-    def _cite(self, records: list[Record], definitions: list[str]) -> str:
+    def _cite(self, records: list[Record], definitions: list[str]) -> list[str]:
         labels = []
         for record in dict.fromkeys(records):
             self.counter += 1
             label = f"e{self.counter}"
-            labels.append(f"[^{label}]")
+            labels.append(label)
             words = " ".join(keywords(record.content, 3)) or record.role
             definitions.append(f"[^{label}]: Time: `{record.day()}`; "
                                f"Sources: [{words}]({record.source_id})")
-        return "".join(labels)
+        return labels
 
     def _fact_text(self, fact: F.Fact) -> str:
         text = fact.text
@@ -222,115 +221,38 @@ class _Topic:
         return text
 
     def add(self, heading: str, facts: list[F.Fact], *, side_branch: bool = False) -> str:
-        prior = [] if side_branch else self.prior_values()
-        facts = F.resolve_lines(facts, [fact for fact, _ in prior])
+        facts = F.resolve_lines(facts, [] if side_branch else self.prior_values())
         if side_branch:
             for fact in facts:
                 if fact.value:
                     fact.text += " (on a side branch)"
         # A write may change only paragraphs citing its own batch: a committed claim a new
-        # value replaces is left as written; the new claim says what it replaces.
+        # value replaces is left as written; the new claim says what it replaces, and the
+        # current state (which keeps every citation it had) says what holds.
         lines = self.text.splitlines()
+        shift = 0
         if not any(line.startswith("# ") for line in lines):
             lines = [f"# {heading}", ""] + lines
+            shift = 2
+        if not side_branch:
+            block = S.state_block(self.doc)
+            definitions: list[str] = []
+            entries = S.updated(S.read_entries(block), facts,
+                                lambda records: self._cite(records, definitions),
+                                self._cites_only_the_line)
+            S.write_block(lines, block, entries, definitions, shift)
         for kind in F.KINDS:
             chunk: list[str] = []
             for fact in facts:
                 if fact.kind != kind:
                     continue
-                definitions: list[str] = []
-                body = self._fact_text(fact) + self._cite(fact.records, definitions)
+                definitions = []
+                labels = self._cite(fact.records, definitions)
+                body = self._fact_text(fact) + "".join(f"[^{label}]" for label in labels)
                 chunk += [body, "", *definitions, ""]
             if chunk:
                 _insert_section(lines, kind, chunk[:-1])
-        if not side_branch:
-            self._write_state(lines, facts, prior)
         return "\n".join(lines).rstrip("\n") + "\n"
-
-    def _write_state(self, lines: list[str], facts: list[F.Fact],
-                     prior: list[tuple[F.Fact, str]]) -> None:
-        """The Current state block of a new topic; a topic that has one (committed, so not
-        this write's to change) gets a further block with what this batch settled."""
-        old_block = next((b for b in self.doc.blocks if b.headings[-1:] == [STATE]), None)
-        if old_block is not None:
-            return self._append_state(lines, facts)
-        dropped_keys = [f.key for f, _ in prior if f.superseded_by] + \
-            [f.key for f in facts if f.value and f.kind in (F.VALUES, F.DECISIONS)]
-        kept: list[tuple[str, str, str]] = []  # (kind tag, text, citations)
-        if old_block is not None:
-            for raw in old_block.text.split("\n"):
-                m = _STATE_LINE.fullmatch(re.sub(r"(?: \^[A-Za-z0-9-]+)+$", "", raw.strip()))
-                if not m:
-                    continue
-                tag = m.group("text").split(":", 1)[0]
-                value = _VALUE_CLAIM.match(m.group("text") + " (")
-                if value and _state_group(tag) == "value" and any(F.same_line(value.group("key").strip().lower(), k)
-                                 for k in dropped_keys if k):
-                    continue
-                kept.append((tag, m.group("text"), m.group("cites")))
-        definitions: list[str] = []
-        new: list[tuple[str, str, str]] = []
-        for fact in facts:
-            line = _state_line(fact)
-            if line is None or fact.superseded_by:
-                continue
-            if fact.kind == F.VALUES:  # one line per value: the newest statement of it
-                new = [e for e in new if not (e[0] == "value" and F.same_line(
-                    e[1].split(":", 1)[0].lower(), fact.key))]
-            new.append((line[0], line[1], self._cite(fact.records, definitions)))
-        entries = kept + new
-        if not entries:
-            return
-        by_tag: dict[str, list[tuple[str, str, str]]] = {}
-        for entry in entries:
-            by_tag.setdefault(_state_group(entry[0]), []).append(entry)
-        body = [f"- {text}{cites}" for group in ("value", "Decided", "Open", "To do")
-                for _, text, cites in by_tag.get(group, [])[-STATE_LIMIT:]]
-        if old_block is not None and old_block.id:
-            body[-1] += f" ^{old_block.id}"
-        start = next((i for i, line in enumerate(lines) if line == f"## {STATE}"), None)
-        if start is None:
-            first = next(i for i, line in enumerate(lines) if line.startswith("# "))
-            block_lines = body + ([""] + definitions if definitions else [])
-            lines[first + 1:first + 1] = ["", f"## {STATE}", ""] + block_lines
-            return
-        end = next((i for i in range(start + 1, len(lines))
-                    if re.match(r"#{1,6} ", lines[i])), len(lines))
-        # the kept lines' definitions stay; the normaliser drops those nothing cites now
-        old_definitions = [line for line in lines[start + 1:end] if line.startswith("[^")]
-        definitions = old_definitions + definitions
-        block_lines = body + ([""] + definitions if definitions else [])
-        lines[start + 1:end] = [""] + block_lines + ([""] if end < len(lines) else [])
-
-    def _append_state(self, lines: list[str], facts: list[F.Fact]) -> None:
-        definitions: list[str] = []
-        body = []
-        for fact in facts:
-            line = _state_line(fact)
-            if line is None or fact.superseded_by:
-                continue
-            text = line[1] + (F.replaces_note(fact.replaces) if fact.replaces else "")
-            body.append(f"- {text}{self._cite(fact.records, definitions)}")
-        if body:
-            _insert_section(lines, STATE, body + [""] + definitions)
-
-
-def _state_line(fact: F.Fact) -> tuple[str, str] | None:
-    if fact.kind == F.VALUES and fact.value:
-        key = fact.key[:1].upper() + fact.key[1:] if fact.key else "Value"
-        return "value", f"{key}: {fact.value}"
-    if fact.kind == F.DECISIONS:
-        return "Decided", "Decided: " + fact.text.split(": ", 1)[-1]
-    if fact.kind == F.QUESTIONS:
-        return "Open", "Open: " + fact.text.split(": ", 1)[-1]
-    if fact.kind == F.ACTIONS:
-        return "To do", f"To do ({fact.owner}): " + fact.text.split(": ", 1)[-1]
-    return None
-
-
-def _state_group(tag: str) -> str:
-    return tag if tag in ("Decided", "Open") else "To do" if tag.startswith("To do") \
-        else "value"
 
 
 def _insert_section(lines: list[str], section: str, chunk: list[str]) -> None:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from ..records import Record
-from ..topics import SUPERSEDED_MARK
+from ..claims import number as _number, replaces_note, same_line, superseded_note
 
 DECISIONS = "Decisions"
 ACTIONS = "Action items"
@@ -276,19 +276,6 @@ def _value_text(fact: Fact, sentence: str, record: Record) -> str:
     return f"{line}: {fact.value} ({who(record)}: {shorten(sentence.rstrip(), 200)})"
 
 
-def same_line(a: str, b: str) -> bool:
-    """Two value keys name the same line: equal, or the same head word with another shared
-    word (or one of them is that head word alone)."""
-    if not a or not b:
-        return False
-    if a == b:
-        return True
-    wa, wb = a.split(), b.split()
-    if len(set(wa) & set(wb)) >= 2:
-        return True
-    return wa[-1] == wb[-1] and (len(wa) == 1 or len(wb) == 1)
-
-
 def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> list[Fact]:
     """Settle what holds: a value on a line an earlier value holds (or a correction naming no
     line, which continues the last value) replaces it; the earlier one is superseded. A value
@@ -337,16 +324,3 @@ def _rename(fact: Fact, key: str) -> None:
         fact.text = re.sub(r"^[^:]+: ", lambda _m: key[:1].upper() + key[1:] + ": ", fact.text,
                            count=1)
     fact.key = key
-
-
-def _number(value: str) -> str:
-    m = re.match(r"[$€£]?\d[\d,]*(?:\.\d+)?", value)
-    return m.group(0).replace(",", "") if m else value
-
-
-def superseded_note(new_value: str) -> str:
-    return f" {SUPERSEDED_MARK}: now {new_value})"
-
-
-def replaces_note(old_value: str) -> str:
-    return f" (replaces {old_value})"
