@@ -13,6 +13,7 @@ from scriptorium.config import load_settings
 from scriptorium.memory.claims import ValueClaim, superseded_by, value_claim
 from scriptorium.memory.search import search
 from scriptorium.memory.topics import parse_topic
+from scriptorium.memory.writers.topic_scan import scan_topic
 from scriptorium.memory.writing import Memory
 
 TOPIC = "topics/alerting.md"
@@ -174,8 +175,12 @@ def test_whatever_the_batching_the_last_value_said_is_what_holds(tmp_path_factor
         if cuts[i]:
             written(mem)
     written(mem)
-    doc = parse_topic((mem.workspace.root / TOPIC).read_text(), TOPIC)
+    text = (mem.workspace.root / TOPIC).read_text()
+    doc = parse_topic(text, TOPIC)
     state = next(b for b in doc.blocks if b.headings[-1] == "Current state")
+    scanned = scan_topic(text, "Current state")  # the writer's one-pass read agrees
+    assert scanned.state is not None and scanned.state.ids == state.ids
+    assert [c.text for c in scanned.state.claims] == [c.text for c in state.claims]
     lines = [c.text for c in state.claims if c.text.startswith("- Alert threshold")]
     assert len(lines) == 1 and lines[0].startswith(f"- Alert threshold: {values[-1]} ms")
     top = search(mem.workspace, "alert threshold", top_k=1)[0]

@@ -22,6 +22,7 @@ free. The writer never writes ids; the transaction's normaliser assigns block an
 from __future__ import annotations
 
 import re
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -29,10 +30,10 @@ from ...config import Settings
 from ...fsutil import safe_join
 from ..records import Record
 from ..sources.ids import source_anchor
-from ..claims import SUPERSEDED_MARK, ValueClaim, superseded_by, value_claim
-from ..topics import parse_topic
+from ..claims import SUPERSEDED_MARK, superseded_by
 from . import facts as F
 from . import state as S
+from .topic_scan import scan_topic
 from .base import WriteRequest, WriterAudit
 
 MAX_STATEMENT_CHARS = 600
@@ -109,23 +110,32 @@ def subject_of(title: str, batch: list[Record], hint: str = "") -> tuple[str, st
     return heading, slug(heading) + ".md"
 
 
-def find_topic(topics_dir: Path, heading: str, relpath: str) -> str:
+def find_topic(topics_dir: Path, heading: str, relpath: str,
+               titles: dict[str, tuple[tuple[int, ...], str]] | None = None) -> str:
     """An existing topic on the subject anywhere under ``topics/`` (same file name, or a
-    title whose slug is the subject's), else ``relpath``. Nearest the root wins, then name."""
+    title whose slug is the subject's), else ``relpath``. Nearest the root wins, then name.
+    ``titles`` caches each file's title slug by its stat fingerprint, so a file unchanged
+    since the last look is not opened again."""
     if (topics_dir / relpath).is_file():
         return relpath
     want = Path(relpath).stem
     found: list[str] = []
+    cache = titles if titles is not None else {}
     for path in topics_dir.rglob("*.md"):
-        if path.is_symlink() or not path.is_file():
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
             continue
         rel = path.relative_to(topics_dir).as_posix()
         if path.stem == want:
             found.append(rel)
             continue
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            first = fh.readline()
-        if first.startswith("# ") and slug(first[2:]) == slug(heading):
+        fp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = cache.get(rel)
+        if known is None or known[0] != fp:
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                first = fh.readline()
+            known = cache[rel] = (fp, slug(first[2:]) if first.startswith("# ") else "")
+        if known[1] and known[1] == slug(heading):
             found.append(rel)
     return min(found, key=lambda r: (r.count("/"), r)) if found else relpath
 
@@ -135,6 +145,9 @@ class EmbeddedWriter:
 
     name: str = "embedded"
     repair_attempts: int = 0  # deterministic: the same batch would be rejected the same way
+
+    def __init__(self) -> None:
+        self._titles: dict[str, tuple[tuple[int, ...], str]] = {}  # see find_topic
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "EmbeddedWriter":
@@ -149,12 +162,12 @@ class EmbeddedWriter:
             return audit
         heading, relpath = subject_of(request.session_title, list(request.batch),
                                       request.subject_hint)
-        relpath = find_topic(request.topics_dir, heading, relpath)
+        relpath = find_topic(request.topics_dir, heading, relpath, self._titles)
         path = safe_join(request.topics_dir, relpath, "topic path")
         path.parent.mkdir(parents=True, exist_ok=True)
         existing = path.read_text(encoding="utf-8") if path.exists() else ""
         facts = F.facts_of(todo)
-        topic = _Topic(existing, f"topics/{relpath}", request.line)
+        topic = _Topic(existing, request.line)
         updated = topic.add(heading, facts, side_branch=request.side_branch)
         path.write_text(updated, encoding="utf-8")
         audit.add("write", path=f"topics/{relpath}", facts=len(facts),
@@ -166,33 +179,24 @@ class EmbeddedWriter:
 class _Topic:
     """One topic file being extended: its prior claims, its current state, new sections."""
 
-    def __init__(self, text: str, path: str, line: frozenset[str]):
+    def __init__(self, text: str, line: frozenset[str]):
         self.text = text
-        self.doc = parse_topic(text, path, strict=False)
+        self.scanned = scan_topic(text, S.STATE)
         self.on_line = {source_anchor(sid) for sid in line} | set(line)
-        self.counter = max((int(n) for n in re.findall(r"\[\^e(\d+)\]", text)), default=0)
+        self.counter = self.scanned.counter
 
     # -- prior claims ----------------------------------------------------------------------
 
     def _cites_only_the_line(self, fids: list[str]) -> bool:
-        targets = [s.target for fid in fids for s in getattr(self.doc.evidence.get(fid),
-                                                             "sources", [])]
+        targets = self.scanned.targets(fids)
         return bool(targets) and all(t.rpartition("#")[2] in self.on_line or t in self.on_line
                                      for t in targets)
 
     def prior_values(self) -> list[F.Fact]:
         """The value claims that hold on the batch's line, oldest first: not marked
         superseded, not replaced by a later claim on the line."""
-        found: list[tuple[ValueClaim, str]] = []
-        for block in self.doc.blocks:
-            if block.headings[-1:] == [S.STATE]:
-                continue
-            for claim in block.claims:
-                value = value_claim(claim.text)
-                if value is None or SUPERSEDED_MARK in claim.text \
-                        or not self._cites_only_the_line(claim.citations):
-                    continue
-                found.append((value, claim.text))
+        found = [(value, text) for value, text, labels in self.scanned.values
+                 if SUPERSEDED_MARK not in text and self._cites_only_the_line(labels)]
         out = []
         for i, (value, text) in enumerate(found):
             if superseded_by(value, [later for later, _ in found[i + 1:]]) is None:
@@ -235,7 +239,7 @@ class _Topic:
             lines = [f"# {heading}", ""] + lines
             shift = 2
         if not side_branch:
-            block = S.state_block(self.doc)
+            block = self.scanned.state
             definitions: list[str] = []
             entries = S.updated(S.read_entries(block), facts,
                                 lambda records: self._cite(records, definitions),

@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..claims import number, same_line, value_claim
 from ..records import Record
-from ..topics import Block, TopicDoc
+from ..topics import Block
 from . import facts as F
 
 STATE = "Current state"
@@ -45,11 +45,6 @@ class Entry:
 
     def render(self) -> str:
         return f"- {self.text}" + "".join(f"[^{label}]" for label in self.labels)
-
-
-def state_block(doc: TopicDoc) -> Block | None:
-    """The topic's current-state paragraph (the first under the heading), if it has one."""
-    return next((b for b in doc.blocks if b.headings[-1:] == [STATE]), None)
 
 
 def read_entries(block: Block | None) -> list[Entry]:
