@@ -83,12 +83,43 @@ def test_a_user_question_answered_by_the_next_turn_is_an_answered_question():
     assert "Answer (the assistant): The Alfama hotel has a meeting room." in facts[0].text
 
 
-def test_a_question_answered_with_a_value_leaves_the_value_on_its_own_line():
+def test_a_question_answered_with_a_value_is_told_by_the_value_citing_both_turns():
     facts = facts_of(batch(("a1", "assistant", "What alert threshold do you want?"),
                            ("u1", "user", "Set the alert threshold to 160 ms.")))
-    assert [f.kind for f in facts] == [ANSWERS, VALUES]
-    assert "Answered by the user with a value." in facts[0].text
-    assert facts[1].key == "alert threshold" and facts[1].value == "160 ms"
+    assert [f.kind for f in facts] == [VALUES]
+    assert facts[0].key == "alert threshold" and facts[0].value == "160 ms"
+    assert [r.node_id for r in facts[0].records] == ["a1", "u1"]
+
+
+def test_a_request_the_other_side_commits_to_is_one_action_item_citing_both():
+    facts = facts_of(batch(("u1", "user", "Can you send Joana the final headcount by Wednesday?"),
+                           ("a1", "assistant", "I'll send Joana the final headcount by Wednesday.")))
+    assert [(f.kind, f.owner) for f in facts] == [(ACTIONS, "the assistant")]
+    assert facts[0].text == "The assistant to do: send Joana the final headcount by Wednesday."
+    assert [r.node_id for r in facts[0].records] == ["u1", "a1"]
+
+
+def test_a_request_answered_at_once_is_an_answered_question_not_an_open_action():
+    facts = facts_of(batch(("u1", "user", "Remind me why we picked this approach."),
+                           ("a1", "assistant", "It keeps the moving parts small.")))
+    assert [f.kind for f in facts] == [ANSWERS]
+    assert "Answer (the assistant): It keeps the moving parts small." in facts[0].text
+
+
+def test_an_acknowledgement_that_says_the_turn_back_adds_no_claim():
+    facts = facts_of(batch(("u1", "user", "Flights must land before noon on 14 October."),
+                           ("a1", "assistant", "Noted: arrivals before noon on 14 October.")))
+    assert [(f.kind, [r.node_id for r in f.records]) for f in facts] == \
+        [(CONSTRAINTS, ["u1", "a1"])]
+
+
+def test_a_count_without_a_named_measure_is_on_the_line_of_what_it_counts():
+    facts = resolve_lines(facts_of(batch(
+        ("u1", "user", "We expect 18 attendees."),
+        ("u2", "user", "The attendee count changed, we are 20 attendees now."))))
+    assert [(f.key, f.value, f.replaces) for f in facts] == \
+        [("attendees", "18 attendees", ""), ("attendees", "20 attendees", "18 attendees")]
+    assert facts[1].text.startswith("Attendees: 20 (the user:")
 
 
 def test_every_turn_of_the_batch_is_cited_even_those_with_nothing_to_note(tmp_path):

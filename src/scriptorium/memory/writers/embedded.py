@@ -219,9 +219,9 @@ class _Topic:
     def _fact_text(self, fact: F.Fact) -> str:
         text = fact.text
         if fact.replaces:
-            text += F.replaces_note(fact.replaces)
+            text += F.replaces_note(F.shown(fact.replaces, fact.key))
         if fact.superseded_by:
-            text += F.superseded_note(fact.superseded_by)
+            text += F.superseded_note(F.shown(fact.superseded_by, fact.key))
         return text
 
     def add(self, heading: str, facts: list[F.Fact], *, side_branch: bool = False) -> str:

@@ -37,7 +37,15 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _NUMBER = re.compile(r"(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|k|K|ms|s|GB|MB|TB|h))?(?![\w-])")
 _UNITS = frozenset("""euros eur usd dollars pounds people persons guests seats rooms nights days
 weeks months hours minutes seconds ms gb mb tb percent cores nodes replicas users items tickets
-km miles kg""".split())
+km miles kg attendees participants members engineers servers instances connections points
+""".split())
+# Units that count things: "18 attendees", "17 rooms". A sentence naming no measure before
+# such a number ("We expect 18 attendees", "Block 16 rooms") puts it on the line of the
+# thing counted, so later counts of it replace it.
+_COUNTED = frozenset("""people persons guests seats rooms nights attendees participants members
+engineers replicas users tickets items nodes servers instances connections cores""".split())
+_MEASURE = frozenset("""size count headcount number total limit cap budget target threshold
+amount length period interval rate fee share window retention""".split())
 _CORRECTION = re.compile(r"\b(instead|actually|correction|updated|correct(?:ed|ion)?|change (?:it|that|"
                          r"this) to|make (?:it|that|this)|update (?:it|that|this) to|rather|"
                          r"not \S+ but|scratch that|on second thought)\b", re.I)
@@ -50,10 +58,13 @@ _REQUEST = re.compile(r"(?:please )?(?:can|could|would|will) you\b", re.I)
 _NAMED_ACTION = re.compile(r"\b([A-Z][a-z]+) (?:will|is going to|should)\b")
 _PREFERENCE = re.compile(r"\b(prefer\w*|favou?rite|i (?:really )?(?:like|love|hate|dislike|"
                          r"enjoy)|i'?d rather|don'?t want|do not want|can'?t stand)\b", re.I)
+_THRESHOLD = re.compile(r"\b(above|below|more than|less than|fewer than|at most|at least|"
+                        r"no more than|up to|exceeds?|over|under)\s+[$€£]?\d", re.I)
 _CONSTRAINT = re.compile(r"\b(must(?:n't)?|cannot|can'?t|at most|at least|no more than|"
                          r"maximum|minimum|limit(?:ed)?|only|allergic|required|requires?|"
                          r"never|mandatory|budget)\b", re.I)
-_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2}|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|"
+_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2}|\d{1,2}(?:st|nd|rd|th)? (?:to|-|–|and) \d{1,2}(?:st|nd|rd|th)? "
+                   r"(?:of )?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|"
                    r"dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)? (?:of )?"
                    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*|monday|"
                    r"tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|"
@@ -136,6 +147,9 @@ def value_of(sentence: str) -> tuple[str, str] | None:
     before = [w for w in _WORD.findall(clause) if w.lower() not in _KEY_SKIP
               and not w.isdigit() and not _DATE.fullmatch(w)]
     words = before[-4:] if before else [w for w in after if w.lower() not in _KEY_SKIP][:2]
+    unit = value.rpartition(" ")[2].lower()
+    if unit in _COUNTED and not (before and before[-1].lower() in _MEASURE):
+        words = [unit]  # "we expect 18 attendees": the line is what is counted
     if _CORRECTION.search(sentence) and not before:
         words = []
     return " ".join(w.lower() for w in words), value
@@ -170,6 +184,8 @@ def classify(sentence: str, record: Record) -> str:
         return ACTIONS
     if _PREFERENCE.search(sentence) and record.role == "user":
         return PREFERENCES
+    if _THRESHOLD.search(sentence):  # "approves any spend above 5000 euros": a rule
+        return CONSTRAINTS
     if value_of(sentence) is not None:
         return VALUES
     if _CONSTRAINT.search(sentence):
@@ -181,19 +197,25 @@ def classify(sentence: str, record: Record) -> str:
     return NOTES
 
 
+# "I'll shortlist three venues" is noted as "shortlist three venues" under its owner.
+_FIRST_PERSON = re.compile(r"^(?:ok(?:ay)?,? |sure,? )?(?:i'll|i will|i'm going to|we'll|we will|"
+                           r"we're going to) (?=[a-z])", re.I)
+_I_PREFER = re.compile(r"^i(?:'d| would)? (?:really )?prefer (?=\S)", re.I)
+
+
 def describe(kind: str, sentence: str, record: Record) -> tuple[str, str]:
     """(claim text, owner) for a sentence of ``kind``."""
     speaker = who(record)
     text = shorten(sentence.rstrip())
     if kind == ACTIONS:
         owner = owner_of(sentence, record)
-        return f"{owner[:1].upper() + owner[1:]} to do: {text}", owner
+        return f"{owner[:1].upper() + owner[1:]} to do: {_FIRST_PERSON.sub('', text)}", owner
     if kind == QUESTIONS:
         return f"{speaker[:1].upper() + speaker[1:]} asked: {text}", ""
     if kind == DECISIONS:
         return f"Decided ({speaker}): {text}", ""
     if kind == PREFERENCES:
-        return f"{speaker[:1].upper() + speaker[1:]} prefers: {text}", ""
+        return f"{speaker[:1].upper() + speaker[1:]} prefers: {_I_PREFER.sub('', text)}", ""
     if kind == PEOPLE:
         m = _ROLE.search(sentence)
         assert m is not None
@@ -211,11 +233,13 @@ def facts_of(records: list[Record]) -> list[Fact]:
     out: list[Fact] = []
     orphans: list[Record] = []
     consumed: set[tuple[int, str]] = set()  # answer sentences already told with their question
+    forward: set[int] = set()  # turns whose question or request the next turn settles
     for index, record in enumerate(records):
-        made = _facts_of_turn(record, records[index + 1] if index + 1 < len(records) else None,
-                              consumed)
+        made = _facts_of_turn(record, records[index - 1] if index else None,
+                              records[index + 1] if index + 1 < len(records) else None,
+                              consumed, forward)
         if not made:
-            if out:
+            if out and id(record) not in forward:
                 if record not in out[-1].records:
                     out[-1].records.append(record)
             else:
@@ -231,8 +255,35 @@ def facts_of(records: list[Record]) -> list[Fact]:
     return out
 
 
-def _facts_of_turn(record: Record, nxt: Record | None,
-                   consumed: set[tuple[int, str]]) -> list[Fact]:
+_ACK = re.compile(r"(?:noted|understood|got it|great|perfect|sure|ok(?:ay)?|right|agreed|"
+                  r"sounds good|will do)\b", re.I)
+
+
+def _acknowledges(sentence: str, record: Record, prev: Record | None) -> bool:
+    """An assistant sentence that only acknowledges the user's turn and says it back
+    ("Noted: arrivals before noon on 14 October."): it opens with an acknowledgement, states
+    no value, and its words were nearly all in the turn before."""
+    if prev is None or record.role != "assistant" or prev.role == record.role \
+            or not _ACK.match(sentence) or sentence.endswith("?") \
+            or value_of(sentence) is not None:
+        return False
+    said = {w.lower() for w in _WORD.findall(prev.content)}
+    words = [w.lower() for w in _WORD.findall(sentence)][1:]
+    new = [w for w in words if w not in said and w not in _FILLER and not w.isdigit()]
+    return len(new) <= max(1, len(words) // 4)
+
+
+def _is_request(sentence: str, record: Record) -> bool:
+    """The user asking the assistant for something ("Can you send…?", "Remind me why…")."""
+    return record.role == "user" and (_REQUEST.match(sentence) is not None or re.match(
+        r"(?:please |remind me|tell me|show me|explain|summari[sz]e)", sentence, re.I) is not None)
+
+
+def _facts_of_turn(record: Record, prev: Record | None, nxt: Record | None,
+                   consumed: set[tuple[int, str]], forward: set[int]) -> list[Fact]:
+    """The facts of one turn. A question or request the next turn (the other speaker)
+    answers is told with its answer; one answered by a value, or by a commitment to do it,
+    is left to the next turn's fact, which cites this turn too (``forward``)."""
     if record.origin in ("spawn", "sub-agent"):
         body = shorten(" ".join(sentences(record.content)), 600)
         if not has_words(body):
@@ -245,17 +296,21 @@ def _facts_of_turn(record: Record, nxt: Record | None,
     for sentence in sentences(record.content)[:12]:
         if not has_words(sentence) or (id(record), sentence) in consumed:
             continue
+        if _acknowledges(sentence, record, prev):
+            continue  # "Noted: …" restating the turn before: that turn's fact holds it
         kind = classify(sentence, record)
         if kind == NOTES and record.role == "assistant" and len(_WORD.findall(sentence)) < 5:
             continue  # chatter ("Sure, on it.")
-        if kind == QUESTIONS and nxt is not None and nxt.role != record.role:
+        asks = kind == QUESTIONS or (kind == ACTIONS and _is_request(sentence, record))
+        if asks and nxt is not None and nxt.role != record.role:
             answer = next((s for s in sentences(nxt.content)
                            if has_words(s) and not s.endswith("?")), "")
             if answer:
                 asked = f"{who(record)[:1].upper() + who(record)[1:]} asked: {shorten(sentence)}"
-                if classify(answer, nxt) == VALUES:  # the value is a fact of its own, on its line
-                    made.append(Fact(ANSWERS, f"{asked} Answered by {who(nxt)} with a value.",
-                                     [record, nxt]))
+                answered_as = classify(answer, nxt)
+                if answered_as == VALUES or (kind == ACTIONS and answered_as == ACTIONS) or (
+                        record.role == "assistant" and answered_as not in (NOTES, ACTIONS)):
+                    forward.add(id(record))  # the value, or the commitment, is the fact
                 else:
                     consumed.add((id(nxt), answer))
                     made.append(Fact(ANSWERS, f"{asked} Answer ({who(nxt)}): {shorten(answer)}",
@@ -275,7 +330,20 @@ def _facts_of_turn(record: Record, nxt: Record | None,
 
 def _value_text(fact: Fact, sentence: str, record: Record) -> str:
     line = fact.key[:1].upper() + fact.key[1:] if fact.key else "Value"
-    return f"{line}: {fact.value} ({who(record)}: {shorten(sentence.rstrip(), 200)})"
+    return f"{line}: {shown(fact.value, fact.key)} ({who(record)}: " \
+        f"{shorten(sentence.rstrip(), 200)})"
+
+
+def shown(value: str, key: str) -> str:
+    """A value as written after its line: "Rooms: 17", not "Rooms: 17 rooms"."""
+    number, _, unit = value.partition(" ")
+    return number if unit and unit.lower() == key else value
+
+
+def spoken_by(fact: Fact) -> str:
+    """A fact's text without the " (speaker)" it ends with, for the current state."""
+    speakers = {f" ({who(r)})" for r in fact.records}
+    return next((fact.text[:-len(s)] for s in speakers if fact.text.endswith(s)), fact.text)
 
 
 def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> list[Fact]:
@@ -304,10 +372,11 @@ def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> list[Fa
         if fact.value == _number(fact.value) and _number(old.value) != old.value:
             fact.value = fact.value + old.value[len(_number(old.value)):]  # "150" + " ms"
             if fact.kind == VALUES:
-                fact.text = re.sub(r"^([^:]+: )\S+", lambda m: m.group(1) + fact.value,
+                fact.text = re.sub(r"^([^:]+: )\S+(?: \S+)?(?= \()",
+                                   lambda m: m.group(1) + shown(fact.value, fact.key),
                                    fact.text, count=1)
         line = [h for h in holding if h is old or same_line(h.key, old.key)]
-        if _number(old.value) == _number(fact.value) and old.kind == fact.kind == VALUES \
+        if _number(old.value) == _number(fact.value) and old.kind == fact.kind \
                 and any(o is old for o in out):  # a confirmation of a value of this batch
             old.records.extend(r for r in fact.records if r not in old.records)
             out.pop()
@@ -323,6 +392,6 @@ def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> list[Fa
 
 def _rename(fact: Fact, key: str) -> None:
     if fact.kind == VALUES:
-        fact.text = re.sub(r"^[^:]+: ", lambda _m: key[:1].upper() + key[1:] + ": ", fact.text,
-                           count=1)
+        fact.text = re.sub(r"^[^:]+: \S+(?: \S+)?(?= \()", lambda _m: key[:1].upper() + key[1:]
+                           + ": " + shown(fact.value, key), fact.text, count=1)
     fact.key = key

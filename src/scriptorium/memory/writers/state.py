@@ -26,10 +26,12 @@ from . import facts as F
 
 STATE = "Current state"
 STATE_LIMIT = 8  # lines per group kept in the block (older ones fold into one line)
-GROUPS = ("value", "Decided", "Open", "To do")
-_FOLDED = {"Decided": ("decisions", F.DECISIONS), "Open": ("open questions", F.QUESTIONS),
+GROUPS = ("value", "When", "Rule", "Decided", "Open", "To do")
+_FOLDED = {"When": ("dates", F.DATES), "Rule": ("constraints", F.CONSTRAINTS),
+           "Decided": ("decisions", F.DECISIONS), "Open": ("open questions", F.QUESTIONS),
            "To do": ("action items", F.ACTIONS)}
-_FOLDED_RE = re.compile(r"(\d+) earlier (decisions|open questions|action items)\b")
+_FOLDED_RE = re.compile(r"(\d+) earlier (dates|constraints|decisions|open questions|"
+                        r"action items)\b")
 
 
 @dataclass
@@ -58,8 +60,7 @@ def read_entries(block: Block | None) -> list[Entry]:
             out.append(Entry(group, text, list(claim.citations), folded=int(folded.group(1))))
             continue
         tag = text.split(":", 1)[0]
-        group = "Decided" if tag == "Decided" else "Open" if tag == "Open" else \
-            "To do" if tag.startswith("To do") else "value"
+        group = "To do" if tag.startswith("To do") else tag if tag in _FOLDED else "value"
         value = value_claim(text) if group == "value" else None
         out.append(Entry(group, text, list(claim.citations), key=value.key if value else ""))
     return out
@@ -69,7 +70,11 @@ def _line_of(fact: F.Fact) -> tuple[str, str] | None:
     """(group, text) of the state line for a fact, None for kinds the block leaves out."""
     if fact.kind == F.VALUES and fact.value:
         key = fact.key[:1].upper() + fact.key[1:] if fact.key else "Value"
-        return "value", f"{key}: {fact.value}"
+        return "value", f"{key}: {F.shown(fact.value, fact.key)}"
+    if fact.kind == F.DATES:
+        return "When", "When: " + F.spoken_by(fact)
+    if fact.kind == F.CONSTRAINTS:
+        return "Rule", "Rule: " + F.spoken_by(fact)
     if fact.kind == F.DECISIONS:
         return "Decided", "Decided: " + fact.text.split(": ", 1)[-1]
     if fact.kind == F.QUESTIONS:
@@ -98,14 +103,15 @@ def updated(entries: list[Entry], facts: list[F.Fact],
                 was = value_claim(old.text)
                 before = was.value if was is not None else ""
                 if before and number(before) != number(fact.value):
-                    text = f"{old.text.split(':', 1)[0]}: {fact.value} (was {before})"
+                    text = f"{old.text.split(':', 1)[0]}: {F.shown(fact.value, fact.key)} " \
+                        f"(was {F.shown(before, fact.key)})"
                 else:  # the same value said again: the line stands, with more evidence
                     text = old.text
                 old.text, old.labels = text, old.labels + cite(fact.records)
                 old.new = True
                 continue
             if fact.replaces:
-                text += f" (was {fact.replaces})"
+                text += f" (was {F.shown(fact.replaces, fact.key)})"
         out.append(Entry(group, text, cite(fact.records), key=fact.key, new=True))
     return _fold(out)
 
