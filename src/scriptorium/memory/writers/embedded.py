@@ -146,8 +146,6 @@ class EmbeddedWriter:
     name: str = "embedded"
     repair_attempts: int = 0  # deterministic: the same batch would be rejected the same way
 
-    def __init__(self) -> None:
-        self._titles: dict[str, tuple[tuple[int, ...], str]] = {}  # see find_topic
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "EmbeddedWriter":
@@ -162,7 +160,10 @@ class EmbeddedWriter:
             return audit
         heading, relpath = subject_of(request.session_title, list(request.batch),
                                       request.subject_hint)
-        relpath = find_topic(request.topics_dir, heading, relpath, self._titles)
+        # topic titles by file fingerprint (see find_topic), made on first use: a subclass
+        # need not call an __init__
+        titles = self.__dict__.setdefault("_titles", {})
+        relpath = find_topic(request.topics_dir, heading, relpath, titles)
         path = safe_join(request.topics_dir, relpath, "topic path")
         path.parent.mkdir(parents=True, exist_ok=True)
         existing = path.read_text(encoding="utf-8") if path.exists() else ""
