@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..records import Record
 from ..claims import number as _number, replaces_note, same_line, superseded_note
@@ -32,6 +33,7 @@ KINDS = (DECISIONS, VALUES, DATES, ACTIONS, QUESTIONS, PEOPLE, PREFERENCES, CONS
          ANSWERS, NOTES, SUB_AGENT)
 MAX_FACT_CHARS = 600  # a long sentence is kept whole up to this
 
+_DIGIT = re.compile(r"\d")
 _SENTENCE = re.compile(r"(?<=[.!?…;])\s+(?=\S)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _NUMBER = re.compile(r"(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|k|K|ms|s|GB|MB|TB|h))?(?![\w-])")
@@ -124,11 +126,12 @@ _FILLER = frozenset("""ok okay thanks thank you yes yeah sure great good fine go
 cool nice sounds alright right hi hello hey please will do done no""".split())
 
 
+@lru_cache(maxsize=4096)  # pure, and asked of one sentence several times
 def value_of(sentence: str) -> tuple[str, str] | None:
     """(line key, value) of a sentence stating a quantity: the key is the content words
     just before the number ("alert threshold"), or after it when none precede; "" when the
     sentence names no line ("make it 150 instead")."""
-    if not any(c.isdigit() for c in sentence):  # the cheap answer for most sentences
+    if _DIGIT.search(sentence) is None:  # the cheap answer for most sentences
         return None
     dates = [d.span() for d in _DATE.finditer(sentence)]
     m = None
