@@ -13,6 +13,7 @@ import pytest
 
 from scriptorium.config import load_settings
 from scriptorium.memory.topics import parse_topic
+from scriptorium.memory.writers.facts import KINDS
 from scriptorium.memory.writing import Memory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,6 +54,12 @@ def test_the_topic_opens_with_what_holds_now(shown):
                  "- To do (the assistant): send Joana the final headcount of 20 by Wednesday."):
         assert line in state, line
     assert len(state) == 10  # one line per thing that holds, nothing else
+
+
+def test_sections_come_in_one_order_whatever_batch_opened_them(shown):
+    headings = re.findall(r"\n## (.+)\n", shown)
+    assert headings[0] == "Current state"
+    assert headings[1:] == [k for k in KINDS if k in headings]
 
 
 def test_each_value_is_noted_with_what_it_replaced_and_the_old_one_ranks_as_history(shown):

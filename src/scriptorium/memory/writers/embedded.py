@@ -261,8 +261,16 @@ class _Topic:
 
 
 def _insert_section(lines: list[str], section: str, chunk: list[str]) -> None:
+    """Add ``chunk`` at the end of ``## section``; a new section goes before the first
+    section that comes after it in :data:`facts.KINDS` order (else at the end)."""
     start = next((i for i, line in enumerate(lines) if line == f"## {section}"), None)
     if start is None:
+        later = F.KINDS[F.KINDS.index(section) + 1:] if section in F.KINDS else ()
+        at = next((i for i, line in enumerate(lines)
+                   if line.startswith("## ") and line[3:] in later), None)
+        if at is not None:
+            lines[at:at] = [f"## {section}", ""] + chunk + [""]
+            return
         while lines and not lines[-1].strip():
             lines.pop()
         lines += ["", f"## {section}", ""] + chunk
