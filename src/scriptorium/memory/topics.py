@@ -30,7 +30,7 @@ __all__ = [
     "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "TopicDoc",
     "parse_topic", "parse_topic_bytes", "render_topic", "render_block", "render_evidence",
     "normalize_topic", "validate_tree", "repoint_block_links", "is_local_label", "valid_when",
-    "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "SUPERSEDED_MARK",
+    "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "SUPERSEDED_MARK", "CITATION_RE", "HEADING_RE",
 ]
 
 BLOCK_ID_RE = re.compile(r"[A-Za-z0-9-]+")
@@ -41,6 +41,9 @@ _LOCAL_LABEL_RE = re.compile(r"e\d+|new-evidence-[A-Za-z0-9_-]*|\d+")
 _CITATION_RE = re.compile(r"\[\^([^\[\]\n]*)\]")
 _HEADING_RE = re.compile(r"(#{1,6})(?:\s+(.*))?")
 _DEF_START_RE = re.compile(r"\[\^[^\]\n]*\]:")
+# The line syntax a one-pass reader of topic files shares with the parser (the embedded
+# writer's scan of the topic it extends, memory/writers/topic_scan.py).
+CITATION_RE, HEADING_RE = _CITATION_RE, _HEADING_RE
 _DEF_RE = re.compile(
     r"\[\^(?P<fid>[^\]\n]*)\]:\s*Time:\s*(?P<when>`[^`]*`|[^;`]*?)\s*;\s*Sources:\s*(?P<src>.*)")
 _LEGACY_DEF_RE = re.compile(

@@ -15,11 +15,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..claims import ValueClaim, value_claim
-from ..topics import Block, Claim
+from ..topics import CITATION_RE as _CITATION, HEADING_RE as _HEADING, Block, Claim
 
-_HEADING = re.compile(r"(#{1,6})(?:\s+(.*))?")
 _DEFINITION = re.compile(r"\[\^([^\]\n]*)\]:")
-_CITATION = re.compile(r"\[\^([^\[\]\n]*)\]")
 _IDS = re.compile(r"(?:(?<=\s)|(?<=\]))\^([A-Za-z0-9-]+)\s*$")
 _MAY_HOLD_VALUE = re.compile(r": [$€£]?\d")
 _TARGET = re.compile(r"\]\(([^()\s]*)\)")
