@@ -7,13 +7,15 @@ conversation's subject. A topic on that subject is found anywhere under ``topics
 file name or its title), so a write extends it instead of creating a second file.
 
 What holds: a value corrected later on the same line ("make it 150 instead") is written as
-replacing the older one, and the older claim is marked ``(superseded: now 150)`` in place
-(search ranks such claims last). Claims already in the topic count as the same line only
-when every turn they cite is on the batch's branch (``request.line``), so an alternative
-branch never overrides the line being written. Each topic opens with a "Current state"
-block: the values that hold, decisions, open questions and action items, each line citing its
-evidence, rewritten (same block id) as claims change. The exchange itself stays in the
-evidence archive.
+replacing the older one (``(replaces 160 ms)``). In the same batch the older claim is also
+marked ``(superseded: now 150 ms)``; a committed claim of an earlier batch is left as written
+(a write changes only paragraphs citing its own batch) and search derives that it is
+superseded (:mod:`scriptorium.memory.search.supersession`). Claims already in the topic count
+as the same line only when every turn they cite is on the batch's branch (``request.line``),
+so an alternative branch never overrides the line being written. Each topic opens with one
+"Current state" paragraph (:mod:`.state`), rewritten in place as claims change. The topic
+being extended is read in one pass (:mod:`.topic_scan`), not parsed in full. The exchange
+itself stays in the evidence archive.
 
 Writing a batch whose turns the topics already cite adds nothing: a redo after a crash is
 free. The writer never writes ids; the transaction's normaliser assigns block and evidence ids.
