@@ -32,7 +32,7 @@ from ...config import Settings
 from ...fsutil import safe_join
 from ..records import Record
 from ..sources.ids import source_anchor
-from ..claims import SUPERSEDED_MARK, superseded_by
+from ..claims import SUPERSEDED_MARK, replaces_note, superseded_by, superseded_note
 from . import facts as F
 from . import state as S
 from .topic_scan import scan_topic
@@ -222,9 +222,9 @@ class _Topic:
     def _fact_text(self, fact: F.Fact) -> str:
         text = fact.text
         if fact.replaces:
-            text += F.replaces_note(F.shown(fact.replaces, fact.key))
+            text += replaces_note(F.shown(fact.replaces, fact.key))
         if fact.superseded_by:
-            text += F.superseded_note(F.shown(fact.superseded_by, fact.key))
+            text += superseded_note(F.shown(fact.superseded_by, fact.key))
         return text
 
     def add(self, heading: str, facts: list[F.Fact], *, side_branch: bool = False) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..records import Record
-from ..claims import number as _number, replaces_note, same_line, superseded_note
+from ..claims import number as _number, same_line
 
 DECISIONS = "Decisions"
 ACTIONS = "Action items"
