@@ -21,7 +21,8 @@ from ..provenance import ALTERNATIVE, BranchReader
 
 SUPERSEDED_WEIGHT = 0.2  # share of its score a superseded claim keeps
 
-Ranked = list[tuple[dict[str, Any], float]]
+Row = dict[str, Any]
+Ranked = list[tuple[Row, float]]
 
 
 def demote(score: float) -> float:
@@ -49,9 +50,9 @@ def rank_holding_first(index: Any, ranked: Ranked, reader: BranchReader | None) 
     return sorted(out, key=lambda item: -item[1])
 
 
-def _replacers(index: Any, doc_ids: Sequence[int]) -> dict[str, list[tuple[dict, ValueClaim]]]:
+def _replacers(index: Any, doc_ids: Sequence[int]) -> dict[str, list[tuple[Row, ValueClaim]]]:
     """topic path -> the claims of that topic that say what they replace, in file order."""
-    out: dict[str, list[tuple[dict, ValueClaim]]] = {}
+    out: dict[str, list[tuple[Row, ValueClaim]]] = {}
     for start in range(0, len(doc_ids), 500):
         chunk = doc_ids[start:start + 500]
         rows = index.rows(
@@ -67,8 +68,8 @@ def _replacers(index: Any, doc_ids: Sequence[int]) -> dict[str, list[tuple[dict,
     return out
 
 
-def _superseded(row: dict[str, Any], claim: ValueClaim,
-                replacers: list[tuple[dict, ValueClaim]], reader: BranchReader | None) -> bool:
+def _superseded(row: Row, claim: ValueClaim,
+                replacers: list[tuple[Row, ValueClaim]], reader: BranchReader | None) -> bool:
     later = [(r, c) for r, c in replacers if (r["line"], r["claim"]) > (row["line"], row["claim"])]
     while later:
         found = superseded_by(claim, [c for _, c in later])
@@ -82,7 +83,7 @@ def _superseded(row: dict[str, Any], claim: ValueClaim,
         claim, replacers, reader)
 
 
-def _marked_on_another_branch(claim: ValueClaim, replacers: list[tuple[dict, ValueClaim]],
+def _marked_on_another_branch(claim: ValueClaim, replacers: list[tuple[Row, ValueClaim]],
                               reader: BranchReader | None) -> bool:
     """A claim the writer marked superseded whose every replacement is, for this reader, an
     alternative (the correction was said on a branch the reader is not on)."""
