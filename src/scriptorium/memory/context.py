@@ -2,8 +2,9 @@
 
 Claims relevant to the branch's recent turns, found by branch-aware searches: first the
 claims that best answer the newest turn (the one the model is about to respond to, so a
-question asked just now is not drowned by the turns before it), then those matching the most
-salient words of the recent turns together; claims on the reader's line first, then claims
+question asked just now is not drowned by the turns before it), looked for in this
+conversation's claims and then in all of memory, then those matching the most salient words
+of the recent turns together; claims on the reader's line first, then claims
 from other conversations, then what was said on other branches of this one, labelled with the
 branch it was said on. A claim a later one replaces ranks below it (as in search). Every line names its block id, so a model (or a person) can open the
 paragraph and its evidence. The block stays within a token budget
@@ -103,11 +104,13 @@ def memory_context(workspace: Any, store: "SessionStore", session_id: str,
     reader = BranchReader(store, session_id, head)
     recent = recent_turns(store, session_id, reader.head)
     texts = [message_text(m.get("content")) for m in recent]  # newest first
+    newest = keywords(texts[0], QUERY_WORDS) if texts else []
     hits = []
-    for words, depth in ((keywords(texts[0], QUERY_WORDS) if texts else [], NEWEST_DEPTH),
-                         (keywords(" ".join(texts), QUERY_WORDS), BRANCH_DEPTH)):
+    for words, depth, own in ((newest, NEWEST_DEPTH, True), (newest, NEWEST_DEPTH, False),
+                              (keywords(" ".join(texts), QUERY_WORDS), BRANCH_DEPTH, False)):
         if words:
-            hits += search(workspace, " ".join(words), top_k=depth, reader=reader)
+            hits += search(workspace, " ".join(words), top_k=depth, reader=reader,
+                           own_session=own)
     candidates: list[ContextBlock] = []
     seen: set[tuple[str | None, str]] = set()
     for hit in hits:

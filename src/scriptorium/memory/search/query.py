@@ -7,6 +7,7 @@ is on disk, even after a hand edit.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -96,6 +97,7 @@ class Filters:
     prefix: str | None
     window: tuple[str, str] | None
     speaker: str | None
+    cites: str | None = None  # only documents whose sources JSON holds this text
 
 
 # -- validating what the caller asked ------------------------------------------------------
@@ -184,6 +186,9 @@ def _where(filters: Filters) -> tuple[list[str], list[Any]]:
     if filters.speaker is not None:
         clauses.append("instr(d.speakers, ?) > 0")
         params.append(SPEAKER_SEP + filters.speaker + SPEAKER_SEP)
+    if filters.cites is not None:
+        clauses.append("instr(d.sources, ?) > 0")
+        params.append(filters.cites)
     if "source" in filters.kinds:  # a legacy copy of a turn the v2 archive holds is one turn
         clauses.append("NOT (d.kind = 'source' AND d.version != 'v2' AND EXISTS (SELECT 1 "
                        "FROM docs v WHERE v.source_id = d.source_id AND v.version = 'v2'))")
@@ -325,7 +330,7 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
            include_sources: bool = False, method: str = "bm25",
            embedder: Embedder | None = None, session: str | None = None,
            head: str | None = None, store: SessionStore | None = None,
-           reader: BranchReader | None = None) -> list[Hit]:
+           reader: BranchReader | None = None, own_session: bool = False) -> list[Hit]:
     """Search memory: the ``top_k`` best topic claims (and archived turns when
     ``include_sources``) for ``query``.
 
@@ -342,7 +347,8 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
     ``elsewhere``) and alternatives rank below the others of similar relevance (see
     :mod:`scriptorium.memory.provenance`). ``store`` defaults to the home's session store
     (the workspace's sibling ``sessions/``). Unknown session or tip: NotFound. A caller
-    that already holds the reader passes it as ``reader`` instead of session/head.
+    that already holds the reader passes it as ``reader`` instead of session/head;
+    ``own_session`` keeps only claims citing the reader's conversation.
 
     A value claim a later claim on the same line replaces ranks below the one that holds
     (for a branch-aware reader, only a replacement not said on another branch counts; see
@@ -355,6 +361,8 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
         reader = branch_reader(workspace, session, head, store)
     elif reader is None and head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
+    if own_session and reader is not None and _json_verbatim(reader.session_id):
+        filters = dataclasses.replace(filters, cites=f'"{PROVIDER}/{reader.session_id}/')
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
     depth = max(top_k, SUPERSESSION_DEPTH) if reader is None else \
@@ -394,11 +402,16 @@ def branch_reader(workspace: Any, session: str, head: str | None,
     return BranchReader(store, session, head)
 
 
+def _json_verbatim(text: str) -> bool:
+    """Does JSON write ``text`` as it is (printable ASCII, no quote or backslash)?"""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
 def _may_cite(reader: BranchReader, row: dict[str, Any]) -> bool:
     """Could this row cite the reader's session? A substring test skips parsing the JSON of
-    rows that plainly cannot (an id JSON writes verbatim: printable ASCII, no quote)."""
+    rows that plainly cannot (an id JSON writes verbatim)."""
     sid = reader.session_id
-    if sid.isascii() and sid.isprintable() and '"' not in sid:
+    if _json_verbatim(sid):
         return f"{PROVIDER}/{sid}/" in row["sources"]
     return True
 
