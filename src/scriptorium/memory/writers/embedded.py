@@ -35,7 +35,7 @@ from ..sources.ids import source_anchor
 from ..claims import SUPERSEDED_MARK, replaces_note, superseded_by, superseded_note
 from . import facts as F
 from . import state as S
-from .topic_scan import scan_topic
+from .topic_scan import ScannedTopic, scan_topic
 from .base import WriteRequest, WriterAudit
 
 MAX_STATEMENT_CHARS = 600
@@ -184,9 +184,17 @@ class _Topic:
 
     def __init__(self, text: str, line: frozenset[str]):
         self.text = text
-        self.scanned = scan_topic(text, S.STATE)
         self.on_line = {source_anchor(sid) for sid in line} | set(line)
-        self.counter = self.scanned.counter
+        self.counter = max((int(n) for n in re.findall(r"\[\^e(\d+)\]", text)), default=0)
+        self._scanned: ScannedTopic | None = None
+        self._sources: dict[str, str] = {}  # source id -> its definition's Sources part
+
+    @property
+    def scanned(self) -> ScannedTopic:
+        """The topic as read in one pass, on first use (a side branch's write needs none)."""
+        if self._scanned is None:
+            self._scanned = scan_topic(self.text, S.STATE)
+        return self._scanned
 
     # -- prior claims ----------------------------------------------------------------------
 
@@ -214,9 +222,12 @@ class _Topic:
             self.counter += 1
             label = f"e{self.counter}"
             labels.append(label)
-            words = " ".join(keywords(record.content, 3)) or record.role
-            definitions.append(f"[^{label}]: Time: `{record.day()}`; "
-                               f"Sources: [{words}]({record.source_id})")
+            rest = self._sources.get(record.source_id)
+            if rest is None:  # a turn the state and a section both cite is described once
+                words = " ".join(keywords(record.content, 3)) or record.role
+                rest = self._sources[record.source_id] = \
+                    f"Time: `{record.day()}`; Sources: [{words}]({record.source_id})"
+            definitions.append(f"[^{label}]: {rest}")
         return labels
 
     def _fact_text(self, fact: F.Fact) -> str:
@@ -265,7 +276,7 @@ class _Topic:
 def _insert_section(lines: list[str], section: str, chunk: list[str]) -> None:
     """Add ``chunk`` at the end of ``## section``; a new section goes before the first
     section that comes after it in :data:`facts.KINDS` order (else at the end)."""
-    start = next((i for i, line in enumerate(lines) if line == f"## {section}"), None)
+    start = lines.index(f"## {section}") if f"## {section}" in lines else None
     if start is None:
         later = F.KINDS[F.KINDS.index(section) + 1:] if section in F.KINDS else ()
         at = next((i for i, line in enumerate(lines)
