@@ -94,6 +94,7 @@ class Fact:
     replaces: str = ""   # the value this one replaces on its line
     superseded_by: str = ""
     owner: str = ""
+    said: str = ""       # the sentence as said, for the current state ("" = use text)
 
 
 def who(record: Record) -> str:
@@ -320,7 +321,7 @@ def _facts_of_turn(record: Record, prev: Record | None, nxt: Record | None,
                                      [record, nxt]))
                 continue
         text, owner = describe(kind, sentence, record)
-        fact = Fact(kind, text, [record], owner=owner)
+        fact = Fact(kind, text, [record], owner=owner, said=shorten(sentence.rstrip()))
         value = value_of(sentence) if kind in (VALUES, DECISIONS, CONSTRAINTS, DATES,
                                                ACTIONS) else None
         if value is not None and not (kind == ACTIONS and not value[0]):
@@ -344,9 +345,13 @@ def shown(value: str, key: str) -> str:
 
 
 def spoken_by(fact: Fact) -> str:
-    """A fact's text without the " (speaker)" it ends with, for the current state."""
-    speakers = {f" ({who(r)})" for r in fact.records}
-    return next((fact.text[:-len(s)] for s in speakers if fact.text.endswith(s)), fact.text)
+    """What a fact says, for the current state: the sentence as said, without a leading
+    "Correction:" or "Actually," (the state says what holds, not how it came to)."""
+    said = _CORRECTION_LEAD.sub("", fact.said or fact.text)
+    return said[:1].upper() + said[1:]
+
+
+_CORRECTION_LEAD = re.compile(r"^(?:correction|actually|update|edit|sorry)\s*[:,]\s*", re.I)
 
 
 def resolve_lines(facts: list[Fact], prior: list[Fact] | None = None) -> list[Fact]:
