@@ -334,3 +334,11 @@ def test_any_conversation_written_in_batches_gives_valid_topics_citing_every_tur
     rev = mem.workspace.revision()
     assert mem.write_session("s").failure is None  # nothing pending: nothing changes
     assert mem.workspace.revision() == rev
+
+
+def test_the_current_state_says_a_corrected_rule_as_it_now_holds():
+    from scriptorium.memory.writers.facts import Fact, spoken_by
+    fact = Fact(CONSTRAINTS, "The user corrected an earlier message: Correction: Dana is "
+                "vegetarian, not allergic to peanuts.", [],
+                said="Correction: Dana is vegetarian, not allergic to peanuts.")
+    assert spoken_by(fact) == "Dana is vegetarian, not allergic to peanuts."
