@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ..errors import ConcurrentUpdate
 from ..fsutil import FileLock, atomic_write_text, refuse_symlink, regular_files
 from ..gitrepo import GitDamaged, GitRepo
+from .failures import BlockedBranches
 from .sources import SourceArchive
 from .topics import Block, TopicDoc, parse_topic_bytes
 
@@ -206,6 +207,10 @@ class TransactionResult:
 
 class WorkspaceDir:
     """One memory workspace directory. Cheap to construct; every read goes to disk."""
+
+    #: where memory lives: "directory" here; a subclass that keeps the files as a mirror of
+    #: a database says which (readers that need an engine of their own, search, look at it)
+    engine = "directory"
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -449,6 +454,28 @@ class WorkspaceDir:
             if block is not None:
                 return doc, block
         return None
+
+    # -- seams a database-backed workspace overrides ------------------------------------------
+
+    def publish(self, writes: dict[str, bytes | None], message: str,
+                created: list[str], removed: list[str]) -> str | None:
+        """Make an install durable somewhere besides these files, before they move (caller
+        holds the lock). Here the files are memory itself, so there is nothing to do (None);
+        a workspace mirroring a database commits ``writes`` there and returns its label."""
+        return None
+
+    @property
+    def location(self) -> str:
+        """Where this memory lives, for messages."""
+        return str(self.root)
+
+    def refresh(self, *, full: bool = False) -> None:
+        """Bring these files up to what memory holds. A directory is memory itself, so
+        there is nothing to do; a database's mirror pulls what other writers installed."""
+
+    def blocked_branches(self) -> BlockedBranches:
+        """Where the last non-retryable failure per branch is kept (the runtime dir)."""
+        return BlockedBranches(self.runtime_dir)
 
     # -- transactions -------------------------------------------------------------------------
 

@@ -113,7 +113,7 @@ def show(ws: Workspace, ref: str) -> dict[str, Any]:
         found = ws.find_block(block_id)
         if found is not None:
             return {"kind": "block", **block_view(ws, *found)}
-    raise NotFound(f"no topic file or block named {ref!r} in {ws.root}")
+    raise NotFound(f"no topic file or block named {ref!r} in {ws.location}")
 
 
 def memory_status(memory: "MemoryView", session_ids: list[str] | None = None) -> dict[str, Any]:

@@ -462,7 +462,13 @@ class _Plan:
                     state.creation_order[block_id] = rank
                     rank += 1
             writes[f"{ws.runtime_name}/runtime.json"] = state.dumps().encode("utf-8")
-        install_files(ws, tx.dir, tx.id, writes)
+        published = ws.publish(writes, message, self.created, self.removed)
+        try:
+            install_files(ws, tx.dir, tx.id, writes)
+        except Exception:
+            if published is None:
+                raise
+            ws.refresh(full=True)  # the database holds the install: the mirror follows it
         self.catalog.installed(self.docs, self.writes, self.plain)
         result = TransactionResult(
             changed_files=sorted(p for p in self.writes), created_blocks=self.created,

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from ..config import Settings, load_settings, resolve_home
+from ..config import Settings, load_settings, resolve_home, resolve_location
 from ..errors import InvalidInput, NotFound, ReasonCode, ScriptoriumError
 from ..faults import fault_point
 from ..redact import redact
@@ -57,6 +57,12 @@ if TYPE_CHECKING:  # pragma: no cover
 WRITE_LOCK_TIMEOUT = 1.0
 
 
+def _postgres_url(home: Path | str | None) -> str | None:
+    """The home URL when ``home`` (else ``$SCRIPTORIUM_HOME``) names a PostgreSQL home."""
+    where = resolve_location(home)
+    return where if isinstance(where, str) else None
+
+
 class Memory:
     """Long-term memory for the sessions of one home: the library's main entry point.
 
@@ -75,6 +81,9 @@ class Memory:
         """Memory for ``home``. ``create=False`` opens without laying out a workspace that is
         not there (reading never creates one); ``recover=False`` also leaves an interrupted
         install alone, so nothing at all changes on disk (a read-only check)."""
+        url = _postgres_url(home)
+        if url is not None:
+            return cls._open_postgres(url, settings=settings, writer=writer)
         home_path = resolve_home(home)
         root = home_path / "memory"
         if create:
@@ -83,16 +92,43 @@ class Memory:
             workspace = Workspace.open(root, create=False) if recover else Workspace(root)
         return cls(home_path, settings=settings, writer=writer, workspace=workspace)
 
+    @classmethod
+    def _open_postgres(cls, url: str, *, settings: Settings | None,
+                       writer: Writer | None) -> "Memory":
+        """Memory for a PostgreSQL home: one connection pool shared by the session store
+        and the workspace (see :mod:`.pg_workspace`). Settings come from the environment
+        (a database home has no config.toml)."""
+        from ..postgres.connect import PgHome
+        from .pg_workspace import PgWorkspace
+
+        try:
+            from ..sessions.pg_store import PgSessionStore  # type: ignore[import-not-found]
+        except ImportError:
+            raise InvalidInput("this scriptorium has no PostgreSQL session store yet "
+                               "(scriptorium.sessions.pg_store)") from None
+        pg = PgHome.open(url)
+        try:
+            return cls(url, settings=settings or load_settings(url), writer=writer,
+                       store=PgSessionStore(pg), workspace=PgWorkspace.open_home(pg))
+        except BaseException:
+            pg.close()
+            raise
+
     def __init__(self, home: Path | str | None = None, *, settings: Settings | None = None,
                  writer: Writer | None = None, store: SessionStore | None = None,
                  workspace: Workspace | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self.home = resolve_home(home)  # as the CLI: argument, $SCRIPTORIUM_HOME, ~/.scriptorium
+        url = _postgres_url(home)
+        if url is not None and (store is None or workspace is None):
+            raise InvalidInput("a PostgreSQL home is opened with Memory.open(url)")
+        # as the CLI: argument, $SCRIPTORIUM_HOME, ~/.scriptorium; a database home is its URL
+        self.home: Path | str = url if url is not None else resolve_home(home)
         self.settings = settings or load_settings(self.home)
-        self.store = store or SessionStore(self.home / "sessions")
-        self.workspace = workspace or Workspace.open(self.home / "memory")
-        attach(self.workspace)  # the search index is updated inside every install
-        self.blocked = BlockedBranches(self.workspace.runtime_dir)
+        self.store = store or SessionStore(Path(self.home) / "sessions")
+        self.workspace = workspace or Workspace.open(Path(self.home) / "memory")
+        if self.workspace.engine == "directory":
+            attach(self.workspace)  # the search index is updated inside every install
+        self.blocked = self.workspace.blocked_branches()
         self._writer = writer
         self.clock = clock
 
@@ -382,6 +418,9 @@ class Memory:
         """
         from ..importers import import_sources
 
+        if not isinstance(self.home, Path):
+            raise InvalidInput("importing into a PostgreSQL home is not supported yet: import "
+                               "into a directory home (its ledger lives there)")
         result = import_sources(self.store, self.home, kind, paths)
         out = result.to_dict()
         if write:
@@ -397,6 +436,7 @@ class Memory:
         ``budget`` tokens (see :mod:`.context`)."""
         from .context import DEFAULT_BUDGET, memory_context
 
+        self._need_search()
         return memory_context(self.workspace, self.store, session_id, head,
                               DEFAULT_BUDGET if budget is None else budget)
 
@@ -478,6 +518,7 @@ class Memory:
         from .search import search
         from .search.query import check_arguments
 
+        self._need_search()
         options: dict[str, Any] = dict(top_k=top_k, path_prefix=path_prefix, since=since,
                                        until=until, speaker=speaker,
                                        include_sources=include_sources, method=method)
@@ -492,6 +533,14 @@ class Memory:
             return []
         return search(self.workspace, query, **options, session=session, head=head,
                       store=self.store)
+
+    def _need_search(self) -> None:
+        """Search reads an index kept by the engine memory lives in; one that has none yet
+        is refused in one line rather than answered from a stale or empty view."""
+        if self.workspace.engine != "directory":
+            raise InvalidInput(f"memory search is not available on a {self.workspace.engine} "
+                               "home yet (its full-text index is not built); use a directory "
+                               "home to search", code=ReasonCode.SEARCH_INDEX_UNAVAILABLE)
 
     def follow(self, source_id: str) -> dict[str, Any]:
         """Where a cited source came from; for a session turn that this home's store still

@@ -57,8 +57,45 @@ MIGRATIONS: dict[str, list[str]] = {
         CREATE INDEX head_moves_by_session ON head_moves (session_id, seq);
         """,
     ],
-    # workspace, evidence archive, topics and revisions, search, runtime state
-    "memory": [],
+    # workspace, evidence archive, topics and revisions, runtime state: see
+    # scriptorium.memory.pg_workspace (a memory file is a row; the generation orders writes)
+    "memory": [
+        """
+        CREATE TABLE memory_identity (
+            one          boolean PRIMARY KEY DEFAULT true CHECK (one),
+            workspace_id text NOT NULL CHECK (workspace_id ~ '^w-[0-9a-f]{8}$')
+        );
+        CREATE TABLE memory_state (
+            one        boolean PRIMARY KEY DEFAULT true CHECK (one),
+            generation bigint NOT NULL
+        );
+        INSERT INTO memory_state (one, generation) VALUES (true, 0);
+        CREATE TABLE memory_files (
+            path    text PRIMARY KEY,
+            content bytea,
+            version bigint NOT NULL
+        );
+        CREATE INDEX memory_files_version ON memory_files (version);
+        CREATE TABLE memory_revisions (
+            rev            bigint PRIMARY KEY,
+            at             timestamptz NOT NULL DEFAULT now(),
+            message        text NOT NULL,
+            changed_files  text[] NOT NULL,
+            created_blocks text[] NOT NULL,
+            removed_blocks text[] NOT NULL
+        );
+        CREATE TABLE memory_file_history (
+            rev     bigint NOT NULL REFERENCES memory_revisions (rev),
+            path    text NOT NULL,
+            content bytea,
+            PRIMARY KEY (rev, path)
+        );
+        CREATE TABLE memory_runtime (
+            name text PRIMARY KEY,
+            body jsonb NOT NULL
+        );
+        """,
+    ],
     # the writer job queue (`memory work`)
     "work": [],
 }

@@ -1,0 +1,236 @@
+"""The memory workspace of a PostgreSQL home.
+
+Memory lives in tables (component ``memory`` of :mod:`scriptorium.postgres.migrations`):
+every memory file (``topics/**.md``, ``sources/**``, the runtime counters) is a row of
+``memory_files`` stamped with the *generation* that last wrote it; ``memory_state`` holds
+the current generation (every write moves it, in the same transaction as its rows, so a
+reader that sees generation *g* sees every write up to *g*); each install adds a
+``memory_revisions`` row and the topic files it wrote (the history); the workspace id and
+the blocked-branch report are rows too.
+
+The writers, the transaction's validation and every reader work on files, so each process
+keeps a *mirror*: a private temporary directory laid out like a directory workspace, pulled
+from the database by generation when it is opened and whenever the workspace lock is taken.
+The database is memory; the mirror is a cache that a crash simply throws away.
+
+The write order is the directory home's, with the database as the point of no return:
+archive (the batch's frames are committed before the writer runs) → install (one database
+transaction writes the topic files, the counters and the revision row, whole or not at all)
+→ mark (the session store). The workspace lock is a session advisory lock, released by
+PostgreSQL when its holder dies, so a killed writer leaves a redo, never a locked home.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+import weakref
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ..errors import CorruptFile
+from ..fsutil import atomic_write_bytes, safe_join
+from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
+from .failures import BlockedBranches
+from .pg_parts import AdvisoryLock, PgBlockedBranches, PgHistory, PgSourceArchive, lock_key
+from .workspace import Workspace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..postgres.connect import PgHome
+
+RUNTIME_FILE = f"{RUNTIME_NAME}/runtime.json"
+
+
+def _is_memory_path(rel: str) -> bool:
+    """The paths a database row may name (anything else is refused, never written)."""
+    return rel.startswith(("topics/", "sources/")) or rel == RUNTIME_FILE
+
+
+class PgWorkspace(Workspace):
+    """A memory workspace whose files are rows of a PostgreSQL home, worked on through a
+    private mirror directory (see the module docstring). One per process and home is the
+    intended use; several are fine (each has its own mirror and lock connection)."""
+
+    engine = "postgresql"
+
+    def __init__(self, root: Path, pg: "PgHome") -> None:
+        super().__init__(root)
+        self.pg = pg
+        self.git = PgHistory(pg)  # type: ignore[assignment]
+        self.sources = PgSourceArchive(self.root, self.runtime_dir, self._publish_sources)
+        self._advisory = AdvisoryLock(pg, lock_key(pg.target.schema))
+        self._generation = 0           # the generation the mirror reflects
+        self._have: dict[str, int] = {}  # path -> version the mirror holds
+
+    @classmethod
+    def open_home(cls, pg: "PgHome") -> "PgWorkspace":
+        """The workspace of the home ``pg`` is connected to, with a fresh mirror pulled
+        from the database. The mirror is removed when the workspace is collected."""
+        base = Path(tempfile.mkdtemp(prefix="scriptorium-pg-"))
+        ws = cls(base / "memory", pg)
+        weakref.finalize(ws, shutil.rmtree, str(base), True)
+        weakref.finalize(ws, ws._advisory.close)
+        for path in (ws.root, ws.topics_dir, ws.sources_dir, ws.runtime_dir):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ws.refresh()
+        return ws
+
+    # -- the directory seams -----------------------------------------------------------------
+
+    def git_needs_init(self) -> bool:
+        return False
+
+    def ensure_git(self) -> None:
+        """The history is the revision rows; nothing to start."""
+
+    def maintain_history(self) -> None:
+        """Nothing to pack (see :class:`PgHistory`)."""
+
+    def blocked_branches(self) -> BlockedBranches:
+        return PgBlockedBranches(self.pg)
+
+    @property
+    def location(self) -> str:
+        """Where this memory lives, for messages (the password hidden)."""
+        return self.pg.target.display
+
+    # -- identity --------------------------------------------------------------------------------
+
+    @property
+    def workspace_id(self) -> str:
+        """``w-`` + 8 hex, one row: the first of any number of concurrent first users wins
+        (INSERT … ON CONFLICT DO NOTHING) and everyone reads the winner."""
+        if self._workspace_id is None:
+            with self.pg.connection() as conn:
+                conn.execute("INSERT INTO memory_identity (one, workspace_id) VALUES "
+                             "(true, %s) ON CONFLICT (one) DO NOTHING",
+                             ("w-" + uuid.uuid4().hex[:8],))
+                found = conn.execute("SELECT workspace_id FROM memory_identity").fetchone()[0]
+            if not WORKSPACE_ID_RE.fullmatch(found):
+                raise CorruptFile(f"{self.location}: workspace id {found!r} is not w-<8 hex>")
+            self._workspace_id = found
+        return self._workspace_id
+
+    def _read_workspace_id(self) -> str | None:
+        """The id if one was made (None: never written; verify must not create one)."""
+        with self.pg.connection() as conn:
+            row = conn.execute("SELECT workspace_id FROM memory_identity").fetchone()
+        return row[0] if row and WORKSPACE_ID_RE.fullmatch(row[0]) else None
+
+    # -- the lock: threads of this process, then every process and host ---------------------
+
+    @contextmanager
+    def lock(self, timeout: float | None = 1.0) -> Iterator[None]:
+        """The workspace write lock: re-entrant in the thread holding it; the outermost
+        holder also takes the home's advisory lock and pulls what others installed."""
+        outer = not self.locked_here
+        with super().lock(timeout):
+            if not outer:
+                yield
+                return
+            self._advisory.acquire(timeout)
+            try:
+                self.refresh()
+                yield
+            finally:
+                self._advisory.release()
+
+    # -- the mirror -----------------------------------------------------------------------------
+
+    def refresh(self, *, full: bool = False) -> None:
+        """Pull every row written since the mirror's generation (``full``: everything) and
+        write or delete the mirror files that differ. One repeatable-read snapshot, so the
+        mirror lands on exactly one generation."""
+        if full:
+            self._generation, self._have = 0, {}
+        with self.pg.connection() as conn:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                generation = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
+                if generation == self._generation:
+                    return
+                rows = conn.execute("SELECT path, version FROM memory_files WHERE version > %s",
+                                    (self._generation,)).fetchall()
+                wanted = [path for path, version in rows if self._have.get(path) != version]
+                contents = conn.execute("SELECT path, content, version FROM memory_files "
+                                        "WHERE path = ANY(%s)", (wanted,)).fetchall() \
+                    if wanted else []
+        for path, content, version in contents:
+            self._write_mirror(path, None if content is None else bytes(content))
+            self._have[path] = version
+        self._generation = generation
+
+    def _write_mirror(self, rel: str, data: bytes | None) -> None:
+        if not _is_memory_path(rel):
+            raise CorruptFile(f"{self.location}: memory_files names {rel!r}, which is not a "
+                              "memory path (topics/, sources/ or the runtime counters)")
+        target = safe_join(self.root, rel, "memory path")
+        if data is None:
+            target.unlink(missing_ok=True)
+            return
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_bytes(target, data, durable=False, tmp_dir=self.runtime_dir)
+
+    def _push(self, writes: dict[str, bytes | None], revision: dict[str, Any] | None) -> int:
+        """Write ``writes`` (None: deleted) as one new generation, with its revision row when
+        ``revision`` is given; returns the generation. The mirror learns the versions it
+        now holds; rows of generations it skipped come with the next refresh."""
+        for rel in writes:
+            if not _is_memory_path(rel):
+                raise CorruptFile(f"refusing to store {rel!r}: not a memory path")
+        with self.pg.connection() as conn:
+            with conn.transaction():
+                generation = conn.execute("UPDATE memory_state SET generation = generation + 1 "
+                                          "RETURNING generation").fetchone()[0]
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO memory_files (path, content, version) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (path) DO UPDATE SET content = EXCLUDED.content, "
+                        "version = EXCLUDED.version",
+                        [(rel, data, generation) for rel, data in sorted(writes.items())])
+                    if revision is not None:
+                        cur.execute(
+                            "INSERT INTO memory_revisions (rev, message, changed_files, "
+                            "created_blocks, removed_blocks) VALUES (%s, %s, %s, %s, %s)",
+                            (generation, revision["message"], revision["changed"],
+                             revision["created"], revision["removed"]))
+                        cur.executemany(
+                            "INSERT INTO memory_file_history (rev, path, content) "
+                            "VALUES (%s, %s, %s)",
+                            [(generation, rel, data) for rel, data in sorted(writes.items())
+                             if rel.startswith("topics/")])
+        for rel in writes:
+            self._have[rel] = generation
+        if generation == self._generation + 1:
+            self._generation = generation
+        return generation
+
+    def _publish_sources(self, writes: dict[str, bytes | None]) -> None:
+        self._push(writes, None)
+
+    def publish(self, writes: dict[str, bytes | None], message: str,
+                created: list[str], removed: list[str]) -> str | None:
+        """The install's point of no return: its files and revision in one transaction."""
+        changed = sorted(rel for rel in writes if rel.startswith("topics/"))
+        generation = self._push(writes, {"message": message, "changed": changed,
+                                         "created": list(created), "removed": list(removed)})
+        label = f"r{generation}"
+        self.git.last_label = label  # type: ignore[attr-defined]
+        return label
+
+    # -- runtime counters -----------------------------------------------------------------------
+
+    def save_runtime(self, state: RuntimeState) -> None:
+        """The counters are a memory row like any file (migration retires cursors here)."""
+        self._push({RUNTIME_FILE: state.dumps().encode("utf-8")}, None)
+        super().save_runtime(state)
+
+    def close(self) -> None:
+        """Let go of the lock connection (the pool belongs to the home)."""
+        self._advisory.close()
+
+    def __repr__(self) -> str:
+        return f"PgWorkspace({self.location!r}, mirror={os.fspath(self.root)!r})"
