@@ -45,9 +45,13 @@ class Homes:
             from scriptorium.postgres.connect import PgHome
 
             pg = PgHome.open(self.url)
+            try:
+                workspace = PgWorkspace.open_home(pg)
+            except BaseException:
+                pg.close()
+                raise
             mem = Memory(self.dir, settings=load_settings(self.url, settings), writer=writer,
-                         store=SessionStore(self.dir / "sessions"),
-                         workspace=PgWorkspace.open_home(pg))
+                         store=SessionStore(self.dir / "sessions"), workspace=workspace)
         self.opened.append(mem)
         return mem
 

@@ -1,0 +1,94 @@
+"""What is particular to memory on a PostgreSQL home: where the bytes live (rows stamped
+with a generation, a revision row per install), one identity for concurrent first users, a
+mirror that follows other writers, rows that may not name paths outside memory, homes in one
+database that never see each other."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pgmemkit import Homes
+from pgserver import home_url
+from scriptorium.errors import CorruptFile
+from scriptorium.memory.pg_workspace import PgWorkspace
+from scriptorium.postgres.connect import PgHome
+
+
+@pytest.fixture
+def homes(pg_url, tmp_path):
+    h = Homes("postgres", tmp_path, pg_url)
+    yield h
+    h.close()
+
+
+def write_one(mem, sid: str = "s", text: str = "Deploys happen on Tuesdays after 14:00 UTC."):
+    mem.store.create_session(sid, title="Deploys")
+    mem.store.append_message(sid, {"id": f"{sid}0", "role": "user", "content": text})
+    result = mem.write_session(sid)
+    assert result.failure is None
+    return result
+
+
+def rows(mem, sql: str, *args):
+    with mem.workspace.pg.connection() as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def test_an_install_is_one_revision_row_with_the_topic_files_it_wrote(homes):
+    mem = homes.open(trigger_tokens=1)
+    step = write_one(mem).steps[0]
+    ((rev, message, changed),) = rows(mem, "SELECT rev, message, changed_files "
+                                           "FROM memory_revisions")
+    assert changed == step.changed_files and "1 turn(s) of s" in message
+    history = rows(mem, "SELECT path FROM memory_file_history WHERE rev = %s", rev)
+    assert [p for (p,) in history] == step.changed_files
+    files = dict(rows(mem, "SELECT path, version FROM memory_files"))
+    assert files[step.changed_files[0]] == rev  # the topic carries the install's generation
+    assert any(p.startswith("sources/openprogram/") for p in files)  # the archive too
+
+
+def test_concurrent_first_users_agree_on_one_workspace_id(homes):
+    opened = [homes.open() for _ in range(4)]
+    ids: list[str] = []
+    barrier = threading.Barrier(len(opened))
+
+    def first_use(mem):
+        barrier.wait()
+        ids.append(mem.workspace_id)
+
+    threads = [threading.Thread(target=first_use, args=(m,)) for m in opened]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(ids) == 4 and len(set(ids)) == 1
+
+
+def test_a_long_lived_workspace_sees_another_writers_install_when_it_takes_the_lock(homes):
+    reader = homes.open()
+    assert reader.workspace.topic_paths() == []
+    write_one(homes.open(trigger_tokens=1))
+    with reader.workspace.lock():
+        assert len(reader.workspace.topic_paths()) == 1
+    assert reader.status()["revision"] == homes.open().status()["revision"]
+
+
+def test_a_row_naming_a_path_outside_memory_is_refused_and_nothing_is_written(homes, tmp_path):
+    mem = homes.open()
+    with mem.workspace.pg.connection() as conn:
+        conn.execute("UPDATE memory_state SET generation = generation + 1")
+        conn.execute("INSERT INTO memory_files (path, content, version) VALUES "
+                     "('../../escape.md', 'x', 1000)")
+    with pytest.raises(CorruptFile):
+        homes.open()
+    assert not list(tmp_path.parent.rglob("escape.md"))
+
+
+def test_two_homes_in_one_database_never_see_each_others_memory(homes, pg_server_url):
+    write_one(homes.open(trigger_tokens=1))
+    with PgHome.open(home_url(pg_server_url)) as other:
+        ws = PgWorkspace.open_home(other)
+        assert ws.topic_paths() == [] and ws.workspace_id != homes.open().workspace_id
+        ws.close()
