@@ -12,8 +12,11 @@ import pytest
 from pgmemkit import Homes
 from pgserver import home_url
 from scriptorium.errors import CorruptFile
+from scriptorium.memory.catalog import TopicCatalog
+from scriptorium.memory.citations import cited_sources
 from scriptorium.memory.pg_workspace import PgWorkspace
 from scriptorium.postgres.connect import PgHome
+from testkit import RecordingWriter
 
 
 @pytest.fixture
@@ -92,3 +95,60 @@ def test_two_homes_in_one_database_never_see_each_others_memory(homes, pg_server
         ws = PgWorkspace.open_home(other)
         assert ws.topic_paths() == [] and ws.workspace_id != homes.open().workspace_id
         ws.close()
+
+
+class InterleavingWriter(RecordingWriter):
+    """The embedded writer that, the first time it runs, lets another writer install a
+    topic of the same name first (as a writer of another session on another host would)."""
+
+    def __init__(self, other) -> None:
+        super().__init__()
+        self.other = other
+
+    def write(self, request):
+        if len(self.calls) == 0:
+            write_one(self.other, "t")
+        return super().write(request)
+
+
+def test_an_install_whose_topic_moved_meanwhile_is_written_again_on_a_fresh_stage(homes):
+    other = homes.open(trigger_tokens=1)
+    writer = InterleavingWriter(other)
+    mem = homes.open(writer, trigger_tokens=1)
+    result = write_one(mem, "s", "Deploys happen on Tuesdays after review.")
+    assert len(writer.calls) == 2, "the stale install should have been written again"
+    assert result.steps[0].marked == ["s0"]
+    reader = homes.open()
+    (path,) = reader.workspace.topic_paths()  # both sessions' claims, in one topic
+    assert cited_sources(reader.workspace) == {"openprogram/s/s0", "openprogram/t/t0"}
+    assert reader.verify().ok
+
+
+def test_writers_of_different_sessions_install_at_once_and_lose_nothing(homes):
+    sessions = [f"s{i}" for i in range(4)]
+    opened = [homes.open(trigger_tokens=1) for _ in sessions]
+    for mem, sid in zip(opened, sessions):
+        mem.store.create_session(sid, title=f"Topic {sid}")
+        for k in range(3):
+            mem.store.append_message(sid, {"id": f"{sid}-{k}", "role": "user",
+                                           "content": f"Fact {k} of {sid}: value {k}."})
+    failures: list = []
+    barrier = threading.Barrier(len(opened))
+
+    def run(mem, sid):
+        barrier.wait()
+        failures.append(mem.write_session(sid).failure)
+
+    threads = [threading.Thread(target=run, args=pair) for pair in zip(opened, sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert failures == [None] * len(sessions)
+    reader = homes.open()
+    every = {f"openprogram/{sid}/{sid}-{k}" for sid in sessions for k in range(3)}
+    assert cited_sources(reader.workspace) == every
+    order = reader.workspace.load_runtime().creation_order  # merged, not overwritten:
+    blocks = {block.id for _, block in TopicCatalog.of(reader.workspace).refresh().blocks()}
+    assert blocks <= set(order) and len(set(order.values())) == len(order)
+    assert reader.verify().ok

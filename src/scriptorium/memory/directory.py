@@ -457,12 +457,21 @@ class WorkspaceDir:
 
     # -- seams a database-backed workspace overrides ------------------------------------------
 
-    def publish(self, writes: dict[str, bytes | None], message: str,
-                created: list[str], removed: list[str]) -> str | None:
+    def publish(self, writes: dict[str, bytes | None], message: str, created: list[str],
+                removed: list[str], base: Any) -> str | None:
         """Make an install durable somewhere besides these files, before they move (caller
-        holds the lock). Here the files are memory itself, so there is nothing to do (None);
-        a workspace mirroring a database commits ``writes`` there and returns its label."""
+        holds the lock; ``base``: the :meth:`snapshot` the transaction began from). Here the
+        files are memory itself, so there is nothing to do (None); a workspace mirroring a
+        database commits ``writes`` there and returns its label."""
         return None
+
+    @contextmanager
+    def step_lock(self, session_id: str, timeout: float | None = 1.0) -> Iterator[None]:
+        """What one write step of ``session_id`` holds from archive to mark. Here: the whole
+        workspace (one writer at a time); a database home lets writers of different
+        sessions run at once and checks each install against what it began from."""
+        with self.lock(timeout):
+            yield
 
     @property
     def location(self) -> str:

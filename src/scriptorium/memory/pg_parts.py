@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import ConcurrentUpdate
 from .failures import BlockedBranches
@@ -30,57 +32,77 @@ if TYPE_CHECKING:  # pragma: no cover
 LOCK_POLL_SECONDS = 0.02
 
 
-def lock_key(schema: str) -> int:
-    """The advisory-lock key of a home's memory workspace: a stable signed 64-bit number
-    (the same in every process and host, different per home)."""
-    digest = hashlib.sha256(f"scriptorium-memory:{schema}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+def lock_key(schema: str, session_id: str | None = None) -> int:
+    """An advisory-lock key: the home's memory workspace, or one session's write steps in
+    it. A stable signed 64-bit number (the same in every process and host)."""
+    name = f"scriptorium-memory:{schema}" + ("" if session_id is None else f":{session_id}")
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
-class AdvisoryLock:
-    """The workspace write lock across processes and hosts: a session-level advisory lock
-    on a connection of its own, so PostgreSQL releases it when its holder dies (a killed
-    writer never leaves memory locked). Not re-entrant and not for threads: the workspace's
-    in-process lock wraps it, and only the outermost holder takes this one."""
+class AdvisoryLocks:
+    """Session-level advisory locks on connections of their own, so PostgreSQL releases
+    them when their holder dies (a killed writer never leaves memory locked).
 
-    def __init__(self, pg: "PgHome", key: int) -> None:
+    Two modes on one workspace key: *exclusive* (upkeep: reorganize, backfill, verify's
+    repair, migration; and the workspace lock of anything that is not a write step) and
+    *shared* (write steps, each also holding its session's key exclusively), so writers of
+    different sessions work at once and upkeep waits for all of them. Each holder takes a
+    connection of its own from a small free list (locks held on one connection would not
+    exclude each other)."""
+
+    def __init__(self, pg: "PgHome", display: str) -> None:
         self.pg = pg
-        self.key = key
-        self._conn: Any = None
+        self.display = display
+        self._free: list[Any] = []
+        self._guard = threading.Lock()
 
-    def _connection(self) -> Any:
-        if self._conn is None or self._conn.closed:
-            self._conn = self.pg.dedicated()
-        return self._conn
-
-    def acquire(self, timeout: float | None) -> None:
+    def acquire(self, keys: Sequence[tuple[int, bool]], timeout: float | None) -> Any:
+        """Take every ``(key, shared)`` (all or none) and return the connection holding
+        them; busy after ``timeout`` ⇒ ConcurrentUpdate."""
+        conn = self._take()
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                got = self._connection().execute("SELECT pg_try_advisory_lock(%s)",
-                                                 (self.key,)).fetchone()[0]
-            except self.pg._psycopg.OperationalError as exc:
-                self.close()
-                raise self.pg._unreachable(exc) from None
-            if got:
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                raise ConcurrentUpdate(f"memory workspace is busy: another writer holds the "
-                                       f"lock of {self.pg.target.display}")
-            time.sleep(LOCK_POLL_SECONDS)
-
-    def release(self) -> None:
+        held: list[tuple[int, bool]] = []
         try:
-            self._connection().execute("SELECT pg_advisory_unlock(%s)", (self.key,))
-        except self.pg._psycopg.OperationalError:
-            self.close()  # the lock died with the connection
+            for key, shared in keys:
+                fn = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
+                while not conn.execute(f"SELECT {fn}(%s)", (key,)).fetchone()[0]:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise ConcurrentUpdate(f"memory workspace is busy: another writer "
+                                               f"holds the lock of {self.display}")
+                    time.sleep(LOCK_POLL_SECONDS)
+                held.append((key, shared))
+        except self.pg._psycopg.OperationalError as exc:
+            conn.close()
+            raise self.pg._unreachable(exc) from None
+        except BaseException:
+            self.release(conn, held)
+            raise
+        return conn
+
+    def release(self, conn: Any, keys: Sequence[tuple[int, bool]]) -> None:
+        try:
+            for key, shared in reversed(keys):
+                fn = "pg_advisory_unlock_shared" if shared else "pg_advisory_unlock"
+                conn.execute(f"SELECT {fn}(%s)", (key,))
+        except self.pg._psycopg.Error:
+            conn.close()  # the locks die with the connection
+            return
+        with self._guard:
+            self._free.append(conn)
+
+    def _take(self) -> Any:
+        with self._guard:
+            while self._free:
+                conn = self._free.pop()
+                if not conn.closed:
+                    return conn
+        return self.pg.dedicated()
 
     def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            finally:
-                self._conn = None
+        with self._guard:
+            free, self._free = self._free, []
+        for conn in free:
+            conn.close()
 
 
 class PgHistory:
@@ -136,16 +158,46 @@ class PgHistory:
 
 class PgBlockedBranches(BlockedBranches):
     """The blocked-branch report in the ``memory_runtime`` row ``blocked`` (one value for
-    every process and host writing this home)."""
+    every process and host writing this home). Writers of different sessions update it at
+    once, so each update reads and writes it in one transaction under a lock of its own."""
 
     NAME = "blocked"
 
     def __init__(self, pg: "PgHome") -> None:
         self.pg = pg
         self.path = Path(f"{pg.target.display}#memory_runtime/{self.NAME}")  # for messages
+        self._key = lock_key(pg.target.schema, "\0blocked")
+        self._local = threading.local()
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        held = getattr(self._local, "conn", None)
+        if held is not None:
+            yield held
+            return
+        with self.pg.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _updating(self) -> Iterator[None]:
+        with self.pg.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+            self._local.conn = conn
+            try:
+                yield
+            finally:
+                self._local.conn = None
+
+    def note(self, *args: Any, **kw: Any) -> None:
+        with self._updating():
+            super().note(*args, **kw)
+
+    def forget(self, reason_codes: set[str]) -> list[str]:
+        with self._updating():
+            return super().forget(reason_codes)
 
     def load(self) -> dict[str, dict[str, dict[str, Any]]]:
-        with self.pg.connection() as conn:
+        with self._conn() as conn:
             row = conn.execute("SELECT body FROM memory_runtime WHERE name = %s",
                                (self.NAME,)).fetchone()
         data = row[0] if row else {}
@@ -156,7 +208,7 @@ class PgBlockedBranches(BlockedBranches):
 
     def _save(self, data: dict[str, dict[str, dict[str, Any]]]) -> None:
         data = {sid: tips for sid, tips in data.items() if tips}
-        with self.pg.connection() as conn:
+        with self._conn() as conn:
             if data:
                 conn.execute("INSERT INTO memory_runtime (name, body) VALUES (%s, %s::jsonb) "
                              "ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body",

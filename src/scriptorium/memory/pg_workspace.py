@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 import weakref
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from ..errors import CorruptFile
 from ..fsutil import atomic_write_bytes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
-from .pg_parts import AdvisoryLock, PgBlockedBranches, PgHistory, PgSourceArchive, lock_key
+from .pg_parts import AdvisoryLocks, PgBlockedBranches, PgHistory, PgSourceArchive, lock_key
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,7 +62,9 @@ class PgWorkspace(Workspace):
         self.pg = pg
         self.git = PgHistory(pg)  # type: ignore[assignment]
         self.sources = PgSourceArchive(self.root, self.runtime_dir, self._publish_sources)
-        self._advisory = AdvisoryLock(pg, lock_key(pg.target.schema))
+        self._key = lock_key(pg.target.schema)
+        self._locks = AdvisoryLocks(pg, pg.target.display)
+        self._local = threading.local()
         self._generation = 0           # the generation the mirror reflects
         self._have: dict[str, int] = {}  # path -> version the mirror holds
 
@@ -72,7 +75,7 @@ class PgWorkspace(Workspace):
         base = Path(tempfile.mkdtemp(prefix="scriptorium-pg-"))
         ws = cls(base / "memory", pg)
         weakref.finalize(ws, shutil.rmtree, str(base), True)
-        weakref.finalize(ws, ws._advisory.close)
+        weakref.finalize(ws, ws._locks.close)
         for path in (ws.root, ws.topics_dir, ws.sources_dir, ws.runtime_dir):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         ws.refresh()
@@ -120,23 +123,56 @@ class PgWorkspace(Workspace):
             row = conn.execute("SELECT workspace_id FROM memory_identity").fetchone()
         return row[0] if row and WORKSPACE_ID_RE.fullmatch(row[0]) else None
 
-    # -- the lock: threads of this process, then every process and host ---------------------
+    # -- locks: threads of this process, then every process and host -------------------------
 
     @contextmanager
     def lock(self, timeout: float | None = 1.0) -> Iterator[None]:
-        """The workspace write lock: re-entrant in the thread holding it; the outermost
-        holder also takes the home's advisory lock and pulls what others installed."""
+        """The workspace lock: re-entrant in the thread holding it, and it pulls what others
+        installed. Outside a write step the outermost holder also takes the home's lock
+        exclusively (upkeep waits for every writer); inside a step (:meth:`step_lock`) the
+        step's shared hold covers other processes, and this only orders the threads that
+        touch the mirror."""
         outer = not self.locked_here
         with super().lock(timeout):
-            if not outer:
+            if not outer or getattr(self._local, "step", False):
+                if outer:
+                    self.refresh()
                 yield
                 return
-            self._advisory.acquire(timeout)
+            keys = [(self._key, False)]
+            conn = self._locks.acquire(keys, timeout)
             try:
                 self.refresh()
                 yield
             finally:
-                self._advisory.release()
+                self._locks.release(conn, keys)
+
+    @contextmanager
+    def step_lock(self, session_id: str, timeout: float | None = 1.0) -> Iterator[None]:
+        """One write step: the home's lock shared (upkeep is excluded, other sessions'
+        steps are not) and the session's own lock (one step per session at a time, so a
+        batch is never written twice at once). What the steps could race on is checked at
+        install: each topic file it writes must still be the version it began from."""
+        if getattr(self._local, "step", False) or self.locked_here:
+            yield  # nested in a step or in the exclusive lock: already covered
+            return
+        keys = [(self._key, True), (lock_key(self.pg.target.schema, session_id), False)]
+        conn = self._locks.acquire(keys, timeout)
+        self._local.step = True
+        try:
+            yield
+        finally:
+            self._local.step = False
+            self._locks.release(conn, keys)
+
+    def snapshot(self) -> dict[str, Any]:  # type: ignore[override]
+        """What a transaction began from: the version of every file the mirror holds."""
+        return dict(self._have)
+
+    def moved_since(self, snapshot: dict[str, Any]) -> bool:  # type: ignore[override]
+        """Never for the whole tree: other sessions' installs may land meanwhile. The files
+        an install writes are checked against ``snapshot`` inside :meth:`publish`."""
+        return False
 
     # -- the mirror -----------------------------------------------------------------------------
 
@@ -174,10 +210,17 @@ class PgWorkspace(Workspace):
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write_bytes(target, data, durable=False, tmp_dir=self.runtime_dir)
 
-    def _push(self, writes: dict[str, bytes | None], revision: dict[str, Any] | None) -> int:
+    def _push(self, writes: dict[str, bytes | None], revision: dict[str, Any] | None = None,
+              base: dict[str, int] | None = None) -> int:
         """Write ``writes`` (None: deleted) as one new generation, with its revision row when
-        ``revision`` is given; returns the generation. The mirror learns the versions it
-        now holds; rows of generations it skipped come with the next refresh."""
+        ``revision`` is given; returns the generation. With ``base`` (path -> the version a
+        transaction began from), each topic file written must still be at that version,
+        else StaleTransaction (retryable) and nothing is written. The counters are merged,
+        not checked: every install that creates blocks writes them. The generation row is
+        updated first, so publishing transactions queue there and each checks a settled
+        state."""
+        from .transaction import StaleTransaction
+
         for rel in writes:
             if not _is_memory_path(rel):
                 raise CorruptFile(f"refusing to store {rel!r}: not a memory path")
@@ -185,6 +228,18 @@ class PgWorkspace(Workspace):
             with conn.transaction():
                 generation = conn.execute("UPDATE memory_state SET generation = generation + 1 "
                                           "RETURNING generation").fetchone()[0]
+                if base is not None:
+                    topics = sorted(rel for rel in writes if rel.startswith("topics/"))
+                    now = dict(conn.execute("SELECT path, version FROM memory_files WHERE "
+                                            "path = ANY(%s)", (topics,)).fetchall())
+                    moved = [rel for rel in topics if now.get(rel) != base.get(rel)]
+                    if moved:
+                        raise StaleTransaction(
+                            f"{moved[0]} changed while the writer was running (another "
+                            "writer installed it); retry on a fresh stage",
+                            code="CONCURRENT_UPDATE")
+                if RUNTIME_FILE in writes and revision is not None:
+                    writes[RUNTIME_FILE] = self._merged_runtime(conn, revision["created"])
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO memory_files (path, content, version) VALUES (%s, %s, %s) "
@@ -208,15 +263,37 @@ class PgWorkspace(Workspace):
             self._generation = generation
         return generation
 
-    def _publish_sources(self, writes: dict[str, bytes | None]) -> None:
-        self._push(writes, None)
+    @staticmethod
+    def _merged_runtime(conn: Any, created: list[str]) -> bytes:
+        """The counters as the database holds them, with ``created`` ranked after every
+        block already there (the creation order other writers' installs left)."""
+        import json
 
-    def publish(self, writes: dict[str, bytes | None], message: str,
-                created: list[str], removed: list[str]) -> str | None:
-        """The install's point of no return: its files and revision in one transaction."""
+        row = conn.execute("SELECT content FROM memory_files WHERE path = %s FOR UPDATE",
+                           (RUNTIME_FILE,)).fetchone()
+        try:
+            obj = json.loads(bytes(row[0]).decode("utf-8")) if row and row[0] else None
+        except ValueError:
+            obj = None
+        state = RuntimeState.from_obj(obj)
+        rank = max(state.creation_order.values(), default=-1) + 1
+        for block_id in created:
+            if block_id not in state.creation_order:
+                state.creation_order[block_id] = rank
+                rank += 1
+        return state.dumps().encode("utf-8")
+
+    def _publish_sources(self, writes: dict[str, bytes | None]) -> None:
+        self._push(writes)
+
+    def publish(self, writes: dict[str, bytes | None], message: str, created: list[str],
+                removed: list[str], base: Any) -> str | None:
+        """The install's point of no return: its files and revision in one transaction,
+        refused (retryable) when a topic it writes moved since ``base``."""
         changed = sorted(rel for rel in writes if rel.startswith("topics/"))
         generation = self._push(writes, {"message": message, "changed": changed,
-                                         "created": list(created), "removed": list(removed)})
+                                         "created": list(created), "removed": list(removed)},
+                                base=base if isinstance(base, dict) else None)
         label = f"r{generation}"
         self.git.last_label = label  # type: ignore[attr-defined]
         return label
@@ -225,12 +302,12 @@ class PgWorkspace(Workspace):
 
     def save_runtime(self, state: RuntimeState) -> None:
         """The counters are a memory row like any file (migration retires cursors here)."""
-        self._push({RUNTIME_FILE: state.dumps().encode("utf-8")}, None)
+        self._push({RUNTIME_FILE: state.dumps().encode("utf-8")})
         super().save_runtime(state)
 
     def close(self) -> None:
         """Let go of the lock connection (the pool belongs to the home)."""
-        self._advisory.close()
+        self._locks.close()
 
     def __repr__(self) -> str:
         return f"PgWorkspace({self.location!r}, mirror={os.fspath(self.root)!r})"

@@ -462,7 +462,7 @@ class _Plan:
                     state.creation_order[block_id] = rank
                     rank += 1
             writes[f"{ws.runtime_name}/runtime.json"] = state.dumps().encode("utf-8")
-        published = ws.publish(writes, message, self.created, self.removed)
+        published = ws.publish(writes, message, self.created, self.removed, tx.base)
         try:
             install_files(ws, tx.dir, tx.id, writes)
         except Exception:

@@ -2,7 +2,8 @@
 
 One write step, in the only order a crash cannot turn into an omission:
 
-1. lock the workspace (short timeout: a busy lock is a retryable CONCURRENT_UPDATE);
+1. lock the workspace for this session's step (short timeout: a busy lock is a retryable
+   CONCURRENT_UPDATE; see ``step_lock``: a database home lets other sessions' steps run);
 2. archive the batch as evidence (append-only, idempotent, so a replay changes nothing);
 3. the writer edits a staged copy and the transaction installs it whole or not at all;
 4. mark exactly the batch on its session nodes, only when the install changed a topic file
@@ -31,7 +32,7 @@ from ..sessions.kinds import is_spawn_root
 from ..sessions.node import ROOT
 from ..timefmt import epoch as _epoch
 from .citations import cited_sources
-from .failures import BlockedBranches, Failure, classify
+from .failures import Failure, classify
 from .migrate import migrate_if_needed
 from .progress import Progress
 from .records import (MARK_KEY, PROVIDER, Record, first_batch, is_record, message_text, records,
@@ -39,6 +40,7 @@ from .records import (MARK_KEY, PROVIDER, Record, first_batch, is_record, messag
 from .side_branches import PendingBranch, side_branch_due
 from .results import SessionResult, StepResult
 from .search import Hit, attach
+from .transaction import StaleTransaction
 from .workspace import Workspace
 from .writers import WriteJob, Writer, make_writer, run_writer
 
@@ -55,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import MemoryContext
 
 WRITE_LOCK_TIMEOUT = 1.0
+INSTALL_ATTEMPTS = 3  # writer runs per batch when concurrent installs keep moving its topics
 
 
 def _postgres_url(home: Path | str | None) -> str | None:
@@ -187,7 +190,7 @@ class Memory:
             step.note = "empty batch"
             return step
         try:
-            with self.workspace.lock(timeout=WRITE_LOCK_TIMEOUT), \
+            with self.workspace.step_lock(session_id, timeout=WRITE_LOCK_TIMEOUT), \
                     self._reported(session_id, tip, step):
                 stranded, opening = self._would_strand(session_id, batch)
                 if stranded:
@@ -202,13 +205,20 @@ class Memory:
                 cited = cited_sources(self.workspace, refs)
                 title = redact(str(self.store.get_meta(session_id).get("title") or ""))
                 line, side_branch = self._line_of(session_id, batch, tip)
-                result, audit = run_writer(
-                    self.workspace, self.writer,
-                    WriteJob(batch=list(batch), cited=frozenset(cited), session_title=title,
-                             subject_hint=opening, line=line, side_branch=side_branch,
-                             log_dir=self.workspace.runtime_dir),
-                    refs=refs, own_blocks=own_blocks,
-                    message=f"memory: write {len(batch)} turn(s) of {session_id}")
+                job = WriteJob(batch=list(batch), cited=frozenset(cited), session_title=title,
+                               subject_hint=opening, line=line, side_branch=side_branch,
+                               log_dir=self.workspace.runtime_dir)
+                for attempt in range(INSTALL_ATTEMPTS):
+                    try:
+                        result, audit = run_writer(
+                            self.workspace, self.writer, job, refs=refs, own_blocks=own_blocks,
+                            message=f"memory: write {len(batch)} turn(s) of {session_id}")
+                        break
+                    except StaleTransaction:
+                        # another session's install moved a topic this one wrote (only where
+                        # steps run at once, see step_lock): write again on a fresh stage
+                        if attempt + 1 == INSTALL_ATTEMPTS:
+                            raise
                 step.changed_files = list(result.changed_files)
                 step.warnings = list(result.warnings)
                 step.created_blocks = list(result.created_blocks)
