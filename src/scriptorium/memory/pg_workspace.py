@@ -165,11 +165,11 @@ class PgWorkspace(Workspace):
             self._local.step = False
             self._locks.release(conn, keys)
 
-    def snapshot(self) -> dict[str, Any]:  # type: ignore[override]
+    def snapshot(self) -> dict[str, Any]:
         """What a transaction began from: the version of every file the mirror holds."""
         return dict(self._have)
 
-    def moved_since(self, snapshot: dict[str, Any]) -> bool:  # type: ignore[override]
+    def moved_since(self, snapshot: dict[str, Any]) -> bool:
         """Never for the whole tree: other sessions' installs may land meanwhile. The files
         an install writes are checked against ``snapshot`` inside :meth:`publish`."""
         return False
@@ -226,8 +226,9 @@ class PgWorkspace(Workspace):
                 raise CorruptFile(f"refusing to store {rel!r}: not a memory path")
         with self.pg.connection() as conn:
             with conn.transaction():
-                generation = conn.execute("UPDATE memory_state SET generation = generation + 1 "
-                                          "RETURNING generation").fetchone()[0]
+                generation: int = conn.execute("UPDATE memory_state SET generation = "
+                                               "generation + 1 RETURNING generation"
+                                               ).fetchone()[0]
                 if base is not None:
                     topics = sorted(rel for rel in writes if rel.startswith("topics/"))
                     now = dict(conn.execute("SELECT path, version FROM memory_files WHERE "
