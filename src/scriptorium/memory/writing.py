@@ -111,11 +111,26 @@ class Memory:
                                "(scriptorium.sessions.pg_store)") from None
         pg = PgHome.open(url)
         try:
-            return cls(url, settings=settings or load_settings(url), writer=writer,
-                       store=PgSessionStore(pg), workspace=PgWorkspace.open_home(pg))
+            memory = cls(url, settings=settings or load_settings(url), writer=writer,
+                         store=PgSessionStore(pg), workspace=PgWorkspace.open_home(pg))
         except BaseException:
             pg.close()
             raise
+        memory._closing.append(pg.close)
+        return memory
+
+    def close(self) -> None:
+        """Let go of what :meth:`open` connected (a PostgreSQL home's connections); a
+        directory home holds nothing open. Safe to call twice."""
+        closing, self._closing = self._closing, []
+        for fn in reversed(closing):
+            fn()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __init__(self, home: Path | str | None = None, *, settings: Settings | None = None,
                  writer: Writer | None = None, store: SessionStore | None = None,
@@ -134,6 +149,10 @@ class Memory:
         self.blocked = self.workspace.blocked_branches()
         self._writer = writer
         self.clock = clock
+        self._closing: list[Callable[[], None]] = []
+        close_workspace = getattr(self.workspace, "close", None)
+        if callable(close_workspace):
+            self._closing.append(close_workspace)
 
     @property
     def writer(self) -> Writer:
