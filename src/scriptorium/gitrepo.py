@@ -273,6 +273,25 @@ class GitRepo:
             rows.append({"sha": sha, "timestamp": int(ts), "message": msg})
         return rows
 
+    def revisions(self, paths: Sequence[str]) -> list[tuple[str, str, dict[str, bytes | None]]]:
+        """Every commit that changed ``paths``, oldest first: ``(sha, message, {path: the
+        bytes it left, None when it deleted the file})`` (a home copy replays them)."""
+        if not self.exists or self.problem() is not None:
+            return []
+        shas = self._run(["rev-list", "--reverse", "HEAD", "--", *paths],
+                         check=False).stdout.split()
+        out = []
+        for sha in shas:
+            message = self._run(["log", "-1", "--format=%B", sha]).stdout.strip()
+            names = self._run(["diff-tree", "--root", "--no-commit-id", "--name-status", "-r",
+                               "--no-renames", "-z", sha, "--", *paths]).stdout.split("\0")
+            files: dict[str, bytes | None] = {}
+            for status, path in zip(names[0::2], names[1::2]):
+                files[path] = None if status == "D" else \
+                    self._run(["show", f"{sha}:{path}"]).stdout.encode("utf-8")
+            out.append((sha, message, files))
+        return out
+
     def added_matches(self, pattern: str, paths: Sequence[str]) -> set[str] | None:
         """Every match of the regex ``pattern`` on a line that some commit added under
         ``paths`` (what the history ever held there); None when there is no history to read."""

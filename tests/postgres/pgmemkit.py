@@ -21,7 +21,7 @@ class Homes:
     def __init__(self, kind: str, tmp_path: Path, pg_url: str | None = None) -> None:
         self.kind = kind
         self.dir = tmp_path / "home"
-        self.dir.mkdir(exist_ok=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.url = pg_url
         self.opened: list[Memory] = []
 

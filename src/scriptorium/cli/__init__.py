@@ -17,5 +17,6 @@ from . import verify_cmds  # noqa: E402,F401
 from . import view_cmd  # noqa: E402,F401
 from . import import_cmds  # noqa: E402,F401
 from . import mcp_cmd  # noqa: E402,F401
+from . import home_cmds  # noqa: E402,F401
 
 __all__ = ["main"]

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..errors import ConcurrentUpdate
-from ..fsutil import FileLock, atomic_write_text, refuse_symlink, regular_files
+from ..errors import ConcurrentUpdate, InvalidInput
+from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_text, refuse_symlink,
+                      regular_files, safe_join)
 from ..gitrepo import GitDamaged, GitRepo
 from .failures import BlockedBranches
 from .sources import SourceArchive
@@ -485,6 +486,45 @@ class WorkspaceDir:
     def blocked_branches(self) -> BlockedBranches:
         """Where the last non-retryable failure per branch is kept (the runtime dir)."""
         return BlockedBranches(self.runtime_dir)
+
+    # -- copies between homes ----------------------------------------------------------------
+
+    def adopt_workspace_id(self, workspace_id: str) -> None:
+        """Take ``workspace_id`` as this workspace's identity (a home copy: the marks it
+        brings name it). Refused when this workspace already has another one."""
+        if not WORKSPACE_ID_RE.fullmatch(workspace_id):
+            raise InvalidInput(f"not a workspace id: {workspace_id!r}")
+        with self.lock(timeout=IDENTITY_LOCK_TIMEOUT):
+            found = self._read_workspace_id()
+            if found is None:
+                atomic_write_text(self.runtime_dir / "workspace-id", workspace_id + "\n")
+            elif found != workspace_id:
+                raise InvalidInput(f"{self.location} is the memory of workspace {found}, not "
+                                   f"{workspace_id}: copy into an empty home")
+            self._workspace_id = workspace_id
+
+    def history(self) -> list[tuple[str, dict[str, bytes | None]]]:
+        """Every install that changed a topic, oldest first: ``(message, {path: bytes or
+        None when deleted})``."""
+        return [(message, files) for _, message, files in self.git.revisions([TOPICS_DIR])
+                if files]
+
+    def replay(self, message: str, files: dict[str, bytes | None]) -> None:
+        """Write ``files`` (memory paths; None: delete) as one install of this history
+        (caller holds the lock): a home copy replays the other home's installs."""
+        for rel, data in sorted(files.items()):
+            target = safe_join(self.root, rel, "memory path")
+            if not rel.startswith((TOPICS_DIR + "/", SOURCES_DIR + "/")) \
+                    and rel != f"{self.runtime_name}/runtime.json":
+                raise InvalidInput(f"{rel}: not a memory path")
+            if data is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                atomic_write_bytes(target, data)
+        self.ensure_git()
+        self.git.commit_all(message, paths=[TOPICS_DIR, SOURCES_DIR])
+        self.bump_generation()
 
     # -- transactions -------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..errors import CorruptFile
+from ..errors import CorruptFile, InvalidInput
 from ..fsutil import atomic_write_bytes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
@@ -239,7 +239,7 @@ class PgWorkspace(Workspace):
                             f"{moved[0]} changed while the writer was running (another "
                             "writer installed it); retry on a fresh stage",
                             code="CONCURRENT_UPDATE")
-                if RUNTIME_FILE in writes and revision is not None:
+                if RUNTIME_FILE in writes and revision is not None and revision["created"]:
                     writes[RUNTIME_FILE] = self._merged_runtime(conn, revision["created"])
                 with conn.cursor() as cur:
                     cur.executemany(
@@ -298,6 +298,41 @@ class PgWorkspace(Workspace):
         label = f"r{generation}"
         self.git.last_label = label  # type: ignore[attr-defined]
         return label
+
+    # -- copies between homes -------------------------------------------------------------
+
+    def adopt_workspace_id(self, workspace_id: str) -> None:
+        """Take ``workspace_id`` as this home's identity (see WorkspaceDir)."""
+        if not WORKSPACE_ID_RE.fullmatch(workspace_id):
+            raise InvalidInput(f"not a workspace id: {workspace_id!r}")
+        with self.pg.connection() as conn:
+            conn.execute("INSERT INTO memory_identity (one, workspace_id) VALUES (true, %s) "
+                         "ON CONFLICT (one) DO NOTHING", (workspace_id,))
+            found = conn.execute("SELECT workspace_id FROM memory_identity").fetchone()[0]
+        if found != workspace_id:
+            raise InvalidInput(f"{self.location} is the memory of workspace {found}, not "
+                               f"{workspace_id}: copy into an empty home")
+        self._workspace_id = workspace_id
+
+    def history(self) -> list[tuple[str, dict[str, bytes | None]]]:
+        """Every install, oldest first: ``(message, {topic path: bytes or None})``."""
+        with self.pg.connection() as conn:
+            revisions = conn.execute("SELECT rev, message FROM memory_revisions "
+                                     "ORDER BY rev").fetchall()
+            files = conn.execute("SELECT rev, path, content FROM memory_file_history "
+                                 "ORDER BY rev, path").fetchall()
+        by_rev: dict[int, dict[str, bytes | None]] = {rev: {} for rev, _ in revisions}
+        for rev, path, content in files:
+            by_rev[rev][path] = None if content is None else bytes(content)
+        return [(message, by_rev[rev]) for rev, message in revisions if by_rev[rev]]
+
+    def replay(self, message: str, files: dict[str, bytes | None]) -> None:
+        """One install of a copied history, as one generation with its revision row."""
+        changed = sorted(rel for rel in files if rel.startswith("topics/"))
+        self._push(dict(files), {"message": message, "changed": changed, "created": [],
+                                 "removed": []} if changed else None)
+        for rel, data in files.items():
+            self._write_mirror(rel, data)
 
     # -- runtime counters -----------------------------------------------------------------------
 
