@@ -51,6 +51,41 @@ class RecordingWriter(EmbeddedWriter):
         return super().write(request)
 
 
+class RaisingWriter:
+    """A writer that raises ``exc`` (a crashed model, a bad precondition)."""
+
+    name = "raising"
+    repair_attempts = 0
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def write(self, request):
+        raise self.exc
+
+
+class RejectedWriter:
+    """A writer whose edit the transaction rejects (a claim with no citation)."""
+
+    name = "rejected"
+    repair_attempts = 0
+
+    def write(self, request):
+        (request.topics_dir / "bad.md").write_text("A claim with no citation at all.\n")
+
+
+class IdleWriter:
+    """A writer that changes nothing and says why."""
+
+    name = "idle"
+    repair_attempts = 0
+
+    def write(self, request):
+        from scriptorium.memory.writers import WriterAudit
+
+        return WriterAudit(writer=self.name, summary="spent every turn on a rejected edit")
+
+
 @contextlib.contextmanager
 def workspace_lock_held(root: Path) -> Iterator[None]:
     """Hold the workspace write lock at ``root`` from another thread while the block runs

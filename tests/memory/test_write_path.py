@@ -14,7 +14,7 @@ from scriptorium.errors import ConcurrentUpdate
 from scriptorium.memory.records import MARK_KEY
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
-from testkit import RecordingWriter
+from testkit import IdleWriter, RaisingWriter, RecordingWriter, RejectedWriter
 
 
 
@@ -159,35 +159,6 @@ def test_a_restored_backup_keeps_its_marks(written_home, tmp_path):
 
 
 # -- what gets marked, and when -------------------------------------------------------------
-
-
-class RaisingWriter:
-    name = "raising"
-    repair_attempts = 0
-
-    def __init__(self, exc):
-        self.exc = exc
-
-    def write(self, request):
-        raise self.exc
-
-
-class RejectedWriter:
-    name = "rejected"
-    repair_attempts = 0
-
-    def write(self, request):
-        (request.topics_dir / "bad.md").write_text("A claim with no citation at all.\n")
-
-
-class IdleWriter:
-    name = "idle"
-    repair_attempts = 0
-
-    def write(self, request):
-        from scriptorium.memory.writers import WriterAudit
-
-        return WriterAudit(writer=self.name, summary="spent every turn on a rejected edit")
 
 
 @pytest.mark.parametrize("writer, code, retryable", [

@@ -11,8 +11,7 @@ from pgmemkit import Homes
 from scriptorium.memory.citations import cited_sources
 from scriptorium.errors import ReasonCode, ScriptoriumError
 from scriptorium.memory.records import MARK_KEY
-from scriptorium.memory.writers import WriterAudit
-from testkit import RecordingWriter
+from testkit import IdleWriter, RaisingWriter, RecordingWriter, RejectedWriter
 
 
 @pytest.fixture(params=["directory", "postgres"])
@@ -43,30 +42,6 @@ def topic_text(mem) -> dict[str, str]:
     return {rel: mem.show(rel)["text"] for rel in mem.workspace.topic_paths()}
 
 
-class RaisingWriter:
-    name = "raising"
-    repair_attempts = 0
-
-    def write(self, request):
-        raise RuntimeError("model crashed")
-
-
-class RejectedWriter:
-    name = "rejected"
-    repair_attempts = 0
-
-    def write(self, request):
-        (request.topics_dir / "bad.md").write_text("A claim with no citation at all.\n")
-
-
-class IdleWriter:
-    name = "idle"
-    repair_attempts = 0
-
-    def write(self, request):
-        return WriterAudit(writer=self.name, summary="nothing to say")
-
-
 def test_a_forced_write_marks_every_live_branch_and_writes_shared_turns_once(homes):
     writer = RecordingWriter()
     mem = homes.open(writer, trigger_tokens=1)
@@ -95,7 +70,7 @@ def test_a_branch_forked_after_a_write_owes_only_its_own_turns(homes):
 
 
 @pytest.mark.parametrize("writer, code", [
-    (RaisingWriter(), "WRITER_FAILURE_UNKNOWN"),
+    (RaisingWriter(RuntimeError("model crashed")), "WRITER_FAILURE_UNKNOWN"),
     (RejectedWriter(), "INVALID_TOPIC_FORMAT"),
     (IdleWriter(), "WRITER_NO_PROGRESS"),
 ])
@@ -198,7 +173,7 @@ def test_verify_finds_a_gap_and_repair_takes_back_the_stranding_marks(homes):
 
 
 def test_backfill_writes_archived_turns_no_topic_cites(homes):
-    mem = homes.open(RaisingWriter(), trigger_tokens=10_000)
+    mem = homes.open(RaisingWriter(RuntimeError("model crashed")), trigger_tokens=10_000)
     mem.store.create_session("s", title="Offsite")
     chain(mem.store, "s", ["m0", "m1"])
     assert mem.write_session("s").failure is not None  # archived, never cited

@@ -89,17 +89,23 @@ class BlockedBranches:
     def load(self) -> dict[str, dict[str, dict[str, Any]]]:
         """{session: {tip: record}}; a missing or unreadable file is empty (it is a report,
         never a reason to stop writing)."""
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
+        data = self._read()
         if not isinstance(data, dict):
             return {}
         return {sid: {tip: rec for tip, rec in tips.items() if isinstance(rec, dict)}
                 for sid, tips in data.items() if isinstance(tips, dict)}
 
     def _save(self, data: dict[str, dict[str, dict[str, Any]]]) -> None:
-        data = {sid: tips for sid, tips in data.items() if tips}
+        self._write({sid: tips for sid, tips in data.items() if tips})
+
+    # where the report is kept (a database home keeps it in a row)
+    def _read(self) -> Any:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def _write(self, data: dict[str, dict[str, dict[str, Any]]]) -> None:
         if data:
             atomic_write_json(self.path, data, indent=1)
         elif self.path.exists():

@@ -196,18 +196,13 @@ class PgBlockedBranches(BlockedBranches):
         with self._updating():
             return super().forget(reason_codes)
 
-    def load(self) -> dict[str, dict[str, dict[str, Any]]]:
+    def _read(self) -> Any:
         with self._conn() as conn:
             row = conn.execute("SELECT body FROM memory_runtime WHERE name = %s",
                                (self.NAME,)).fetchone()
-        data = row[0] if row else {}
-        if not isinstance(data, dict):
-            return {}
-        return {sid: {tip: rec for tip, rec in tips.items() if isinstance(rec, dict)}
-                for sid, tips in data.items() if isinstance(tips, dict)}
+        return row[0] if row else None
 
-    def _save(self, data: dict[str, dict[str, dict[str, Any]]]) -> None:
-        data = {sid: tips for sid, tips in data.items() if tips}
+    def _write(self, data: dict[str, dict[str, dict[str, Any]]]) -> None:
         with self._conn() as conn:
             if data:
                 conn.execute("INSERT INTO memory_runtime (name, body) VALUES (%s, %s::jsonb) "
