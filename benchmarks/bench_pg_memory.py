@@ -43,7 +43,7 @@ WORDS = ("release build deploy review staging budget offsite vendor contract sch
 
 def open_memory(home: str) -> Memory:
     if home.startswith("postgresql://"):
-        return Memory.open(home, settings=load_settings(None))
+        return Memory.open(home, settings=load_settings(home))
     return Memory(Path(home), settings=load_settings(Path(home)))
 
 

@@ -62,13 +62,6 @@ def test_a_postgresql_home_takes_its_settings_from_the_environment(pg_url):
     assert settings.trigger_tokens == 123
 
 
-def test_memory_commands_say_plainly_when_they_need_a_directory_home(pg_url):
-    Cli(pg_url).json("session", "list")
-    result = Cli(pg_url)("memory", "status", "--json")
-    assert result.exit_code == 2, result.output
-    assert "needs a directory home" in json_error(result)["message"]
-
-
 def test_without_the_postgres_extra_a_url_home_names_the_install_command(monkeypatch):
     import sys
 

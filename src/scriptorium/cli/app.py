@@ -37,6 +37,7 @@ class App:
         self.as_json = False
         self._warned: set[str] = set()
         self._pg_store: PgSessionStore | None = None
+        self._memories: list[Memory] = []
 
     @property
     def home(self) -> Home:
@@ -85,6 +86,9 @@ class App:
         return SessionStore(home / "sessions")
 
     def close(self) -> None:
+        for memory in self._memories:
+            memory.close()
+        self._memories = []
         if self._pg_store is not None:
             self._pg_store.close()
             self._pg_store = None
@@ -95,8 +99,10 @@ class App:
         settings (see :meth:`Memory.open` for ``create`` and ``recover``)."""
         from ..memory.writing import Memory
 
-        return Memory.open(self.home, settings=self.settings(**overrides), create=create,
-                           recover=recover)
+        memory = Memory.open(self.home, settings=self.settings(**overrides), create=create,
+                             recover=recover)
+        self._memories.append(memory)  # a PostgreSQL home's connections end with the command
+        return memory
 
 
 class _WarningLines(logging.Handler):
