@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..errors import CorruptFile, InvalidInput
+from ..errors import CorruptFile, InvalidInput, ReasonCode
 from ..fsutil import atomic_write_bytes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
@@ -238,7 +238,7 @@ class PgWorkspace(Workspace):
                         raise StaleTransaction(
                             f"{moved[0]} changed while the writer was running (another "
                             "writer installed it); retry on a fresh stage",
-                            code="CONCURRENT_UPDATE")
+                            code=ReasonCode.CONCURRENT_UPDATE)
                 if RUNTIME_FILE in writes and revision is not None and revision["created"]:
                     writes[RUNTIME_FILE] = self._merged_runtime(conn, revision["created"])
                 with conn.cursor() as cur:

@@ -20,7 +20,7 @@ import datetime as _dt
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, cast
 
 from ..config import Settings, load_settings, resolve_home, resolve_location
 from ..errors import InvalidInput, NotFound, ReasonCode, ScriptoriumError
@@ -77,6 +77,8 @@ class Memory:
     reorganize, verify, watch); the CLI calls each once and holds no logic of its own.
     """
 
+    _closing: list[Callable[[], None]]  # what close() lets go of
+
     @classmethod
     def open(cls, home: Path | str | None = None, *, settings: Settings | None = None,
              writer: Writer | None = None, create: bool = True,
@@ -102,17 +104,15 @@ class Memory:
         and the workspace (see :mod:`.pg_workspace`). Settings come from the environment
         (a database home has no config.toml)."""
         from ..postgres.connect import PgHome
+        from ..sessions.pg_store import PgSessionStore
         from .pg_workspace import PgWorkspace
 
-        try:
-            from ..sessions.pg_store import PgSessionStore  # type: ignore[import-not-found]
-        except ImportError:
-            raise InvalidInput("this scriptorium has no PostgreSQL session store yet "
-                               "(scriptorium.sessions.pg_store)") from None
         pg = PgHome.open(url)
         try:
+            # the PostgreSQL store has the directory store's whole public API (its contract)
+            store = cast(SessionStore, PgSessionStore(pg))
             memory = cls(url, settings=settings or load_settings(url), writer=writer,
-                         store=PgSessionStore(pg), workspace=PgWorkspace.open_home(pg))
+                         store=store, workspace=PgWorkspace.open_home(pg))
         except BaseException:
             pg.close()
             raise
@@ -122,7 +122,8 @@ class Memory:
     def close(self) -> None:
         """Let go of what :meth:`open` connected (a PostgreSQL home's connections); a
         directory home holds nothing open. Safe to call twice."""
-        closing, self._closing = self._closing, []
+        closing = self._closing
+        self._closing = []
         for fn in reversed(closing):
             fn()
 
@@ -149,7 +150,7 @@ class Memory:
         self.blocked = self.workspace.blocked_branches()
         self._writer = writer
         self.clock = clock
-        self._closing: list[Callable[[], None]] = []
+        self._closing = []
         close_workspace = getattr(self.workspace, "close", None)
         if callable(close_workspace):
             self._closing.append(close_workspace)
