@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import InvalidInput
+from .config import resolve_location
+from .errors import InvalidInput, NotFound
+from .postgres.url import parse_home_url
 from .memory.writing import Memory
 
 MEMORY_COPY_MESSAGE = "home copy: the archive and counters as the source holds them"
@@ -60,6 +62,7 @@ def copy_home(src: Path | str, dst: Path | str,
     or hold an earlier, interrupted copy of ``src``."""
     if str(src) == str(dst):
         raise InvalidInput("home copy: source and destination are the same home")
+    _require(src)
     with Memory.open(src, create=False) as source, Memory.open(dst) as dest:
         report = CopyReport(source.workspace.location, dest.workspace.location)
         source_id = source.workspace._read_workspace_id()  # noqa: SLF001 - never create one
@@ -73,6 +76,18 @@ def copy_home(src: Path | str, dst: Path | str,
                 progress(row["session_id"])
         report.problems = compare(source, dest)
     return report
+
+
+def _require(home: Path | str) -> None:
+    """The source must exist: copying a home nobody made would create an empty one."""
+    where = resolve_location(home)
+    if isinstance(where, str):
+        from .postgres.connect import home_exists
+
+        if not home_exists(where):
+            raise NotFound(f"home copy: no home at {parse_home_url(where).display}")
+    elif not where.is_dir():
+        raise NotFound(f"home copy: no home at {where}")
 
 
 def _memory_files(memory: Memory) -> dict[str, bytes]:

@@ -92,3 +92,5 @@ def test_the_cli_copies_and_prints_one_json_document(tmp_path, pg_url):
     assert data["verified"] is True and data["sessions_copied"] == 1
     bad = CliRunner().invoke(main, ["home", "copy", str(homes.dir), str(homes.dir)])
     assert bad.exit_code == 2 and "same home" in bad.stderr
+    missing = CliRunner().invoke(main, ["home", "copy", str(tmp_path / "nowhere"), pg_url])
+    assert missing.exit_code == 3 and "no home" in missing.stderr
