@@ -16,8 +16,11 @@ The database is memory; the mirror is a cache that a crash simply throws away.
 The write order is the directory home's, with the database as the point of no return:
 archive (the batch's frames are committed before the writer runs) → install (one database
 transaction writes the topic files, the counters and the revision row, whole or not at all)
-→ mark (the session store). The workspace lock is a session advisory lock, released by
-PostgreSQL when its holder dies, so a killed writer leaves a redo, never a locked home.
+→ mark (the session store). The locks are session advisory locks, released by PostgreSQL
+when their holder dies, so a killed writer leaves a redo, never a locked home. A write step
+holds the home's lock shared and its session's lock exclusively, so writers of different
+sessions run at once; each install is checked per topic file against the version its stage
+began from (:meth:`PgWorkspace.publish`). Upkeep holds the home's lock exclusively.
 """
 
 from __future__ import annotations
