@@ -152,3 +152,30 @@ def test_writers_of_different_sessions_install_at_once_and_lose_nothing(homes):
     blocks = {block.id for _, block in TopicCatalog.of(reader.workspace).refresh().blocks()}
     assert blocks <= set(order) and len(set(order.values())) == len(order)
     assert reader.verify().ok
+
+
+def test_a_transaction_hook_runs_inside_the_write_and_a_failing_one_undoes_it(homes):
+    mem = homes.open(trigger_tokens=1)
+    seen: list[list[str]] = []
+
+    def index(ws, writes, conn):  # a derived table kept in step (what search does)
+        seen.append(sorted(writes))
+        assert conn.execute("SELECT count(*) FROM memory_files WHERE path = ANY(%s)",
+                            (sorted(writes),)).fetchone()[0] == len(writes)
+
+    mem.workspace.add_transaction_hook(index)
+    write_one(mem)
+    assert any(p.startswith("sources/") for p in seen[0])      # the archive
+    assert any(p.startswith("topics/") for p in seen[-1])      # the install
+    broken = homes.open(trigger_tokens=1)
+
+    def fail(ws, writes, conn):
+        if any(p.startswith("topics/") for p in writes):
+            raise RuntimeError("index unavailable")
+
+    broken.workspace.add_transaction_hook(fail)
+    broken.store.append_message("s", {"id": "s1", "role": "user", "content": "More deploys."})
+    before = rows(broken, "SELECT count(*) FROM memory_revisions")
+    assert broken.write_session("s").failure is not None
+    assert rows(broken, "SELECT count(*) FROM memory_revisions") == before
+    assert [r.node_id for r in broken.pending("s")] == ["s1"]

@@ -33,7 +33,7 @@ import uuid
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import CorruptFile, InvalidInput, ReasonCode
 from ..fsutil import atomic_write_bytes, safe_join
@@ -70,6 +70,8 @@ class PgWorkspace(Workspace):
         self._local = threading.local()
         self._generation = 0           # the generation the mirror reflects
         self._have: dict[str, int] = {}  # path -> version the mirror holds
+        self._in_transaction: list[Callable[["PgWorkspace", dict[str, bytes | None], Any],
+                                            None]] = []
 
     @classmethod
     def open_home(cls, pg: "PgHome") -> "PgWorkspace":
@@ -177,6 +179,14 @@ class PgWorkspace(Workspace):
         an install writes are checked against ``snapshot`` inside :meth:`publish`."""
         return False
 
+    def add_transaction_hook(self, fn: Callable[["PgWorkspace", dict[str, bytes | None], Any],
+                                                None]) -> None:
+        """Call ``fn(workspace, writes, conn)`` inside every write's database transaction,
+        after its rows and before its commit (a derived table kept in step with memory,
+        e.g. a search index: if ``fn`` raises, the write is not made). Added once."""
+        if fn not in self._in_transaction:
+            self._in_transaction.append(fn)
+
     # -- the mirror -----------------------------------------------------------------------------
 
     def refresh(self, *, full: bool = False) -> None:
@@ -261,6 +271,8 @@ class PgWorkspace(Workspace):
                             "VALUES (%s, %s, %s)",
                             [(generation, rel, data) for rel, data in sorted(writes.items())
                              if rel.startswith("topics/")])
+                for hook in self._in_transaction:
+                    hook(self, writes, conn)
         for rel in writes:
             self._have[rel] = generation
         if generation == self._generation + 1:
