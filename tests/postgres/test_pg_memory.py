@@ -179,3 +179,23 @@ def test_a_transaction_hook_runs_inside_the_write_and_a_failing_one_undoes_it(ho
     assert broken.write_session("s").failure is not None
     assert rows(broken, "SELECT count(*) FROM memory_revisions") == before
     assert [r.node_id for r in broken.pending("s")] == ["s1"]
+
+
+def test_the_mirror_a_killed_process_left_is_removed_by_the_next_opener(homes):
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    left = Path(tempfile.mkdtemp(prefix=f"scriptorium-pg-{dead}-"))
+    (left / "memory").mkdir()
+    mine = Path(tempfile.mkdtemp(prefix=f"scriptorium-pg-{os.getpid()}-"))
+    try:
+        mem = homes.open()
+        assert not left.exists() and mine.exists()
+        assert mem.workspace.root.parent.name.startswith(f"scriptorium-pg-{os.getpid()}-")
+    finally:
+        mine.rmdir()

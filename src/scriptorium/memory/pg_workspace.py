@@ -46,6 +46,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..postgres.connect import PgHome
 
 RUNTIME_FILE = f"{RUNTIME_NAME}/runtime.json"
+MIRROR_PREFIX = "scriptorium-pg-"  # + pid + "-": the process's mirror in the temp dir
+
+
+def _remove_dead_mirrors() -> None:
+    """Remove the mirrors of processes that died without cleaning up (a SIGKILLed writer):
+    ours by name (``scriptorium-pg-<pid>-…``) and owner, whose pid no longer runs."""
+    root = Path(tempfile.gettempdir())
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(MIRROR_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(MIRROR_PREFIX):].split("-", 1)[0]
+        path = root / name
+        try:
+            if not pid.isdigit() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue  # alive (someone else's) or unreadable: leave it
 
 
 def _is_memory_path(rel: str) -> bool:
@@ -77,7 +99,8 @@ class PgWorkspace(Workspace):
     def open_home(cls, pg: "PgHome") -> "PgWorkspace":
         """The workspace of the home ``pg`` is connected to, with a fresh mirror pulled
         from the database. The mirror is removed when the workspace is collected."""
-        base = Path(tempfile.mkdtemp(prefix="scriptorium-pg-"))
+        _remove_dead_mirrors()
+        base = Path(tempfile.mkdtemp(prefix=f"{MIRROR_PREFIX}{os.getpid()}-"))
         ws = cls(base / "memory", pg)
         weakref.finalize(ws, shutil.rmtree, str(base), True)
         weakref.finalize(ws, ws._locks.close)
