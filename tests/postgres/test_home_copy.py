@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from pgmemkit import Homes
-from pgserver import home_url
 from scriptorium.cli import main
 from scriptorium.errors import InvalidInput
 from scriptorium.home_copy import compare, copy_home
@@ -72,7 +71,7 @@ def test_an_interrupted_copy_finishes_when_run_again(tmp_path, pg_url, monkeypat
     assert copy_home(homes.dir, pg_url).sessions_skipped == 1  # a third run has nothing to do
 
 
-def test_a_destination_holding_other_memory_is_refused(tmp_path, pg_url, pg_server_url):
+def test_a_destination_holding_other_memory_is_refused(tmp_path, pg_url):
     homes = written_directory_home(tmp_path / "a")
     other = Homes("postgres", tmp_path / "b", pg_url)
     mem = other.open(trigger_tokens=1)

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -131,7 +132,6 @@ def test_a_killed_lock_holder_does_not_keep_memory_locked(pg_url, tmp_path):
         for _ in range(1200):
             if (tmp_path / "flag").exists() or proc.poll() is not None:
                 break
-            import time
             time.sleep(0.05)
         assert (tmp_path / "flag").exists(), "the worker never reached the write step"
         # the paused writer's session is busy; the other session is written meanwhile
