@@ -221,7 +221,7 @@ class PgSourceArchive(SourceArchive):
                  publish: Callable[[dict[str, bytes | None]], None]) -> None:
         super().__init__(workspace_root, tmp_dir=tmp_dir)
         self._publish = publish
-        self._pending: dict[str, str] | None = None
+        self._pending: dict[str, tuple[str, Any]] | None = None
 
     def archive(self, records: list[SourceRecord]) -> list[str]:
         self._pending = {}
@@ -230,15 +230,15 @@ class PgSourceArchive(SourceArchive):
             pending, self._pending = self._pending, None
             if pending:
                 self._publish({rel: text.encode("utf-8", errors="surrogateescape")
-                               for rel, text in pending.items()})
-                for rel, text in pending.items():
-                    super()._replace(rel, text)
+                               for rel, (text, _) in pending.items()})
+                for rel, (text, parsed) in pending.items():
+                    super()._replace(rel, text, parsed)
             return written
         finally:
             self._pending = None
 
-    def _replace(self, rel: str, text: str) -> None:
+    def _replace(self, rel: str, text: str, parsed: Any = None) -> None:
         if self._pending is not None:
-            self._pending[rel] = text
+            self._pending[rel] = (text, parsed)
         else:
-            super()._replace(rel, text)
+            super()._replace(rel, text, parsed)

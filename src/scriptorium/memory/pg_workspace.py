@@ -33,7 +33,7 @@ import uuid
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import CorruptFile, InvalidInput, ReasonCode
 from ..fsutil import atomic_write_bytes, safe_join
@@ -73,6 +73,22 @@ def _remove_dead_mirrors() -> None:
 def _is_memory_path(rel: str) -> bool:
     """The paths a database row may name (anything else is refused, never written)."""
     return rel.startswith(("topics/", "sources/")) or rel == RUNTIME_FILE
+
+
+class PgBegin:
+    """A transaction's start on a database home. The tree as a whole may move meanwhile
+    (other sessions' installs land), so :meth:`moved` and :meth:`overwritten` never say so;
+    the files an install writes are checked against ``versions`` in the install's own
+    database transaction (:meth:`PgWorkspace.publish`)."""
+
+    def __init__(self, versions: dict[str, int]) -> None:
+        self.versions = versions
+
+    def moved(self, ws: Any) -> bool:
+        return False
+
+    def overwritten(self, ws: Any, replaced: Any) -> bool:
+        return False
 
 
 class PgWorkspace(Workspace):
@@ -119,6 +135,12 @@ class PgWorkspace(Workspace):
 
     def maintain_history(self) -> None:
         """Nothing to pack (see :class:`PgHistory`)."""
+
+    def commit_history(self, message: str, changed: Sequence[str]) -> str | None:
+        """The install's history is the revision row :meth:`publish` wrote in the same
+        database transaction; this names it."""
+        self.sources.written.clear()
+        return self.git.commit_all(message)
 
     def blocked_branches(self) -> BlockedBranches:
         return PgBlockedBranches(self.pg)
@@ -193,14 +215,9 @@ class PgWorkspace(Workspace):
             self._local.step = False
             self._locks.release(conn, keys)
 
-    def snapshot(self) -> dict[str, Any]:
+    def begin_state(self, catalog: Any) -> "PgBegin":
         """What a transaction began from: the version of every file the mirror holds."""
-        return dict(self._have)
-
-    def moved_since(self, snapshot: dict[str, Any]) -> bool:
-        """Never for the whole tree: other sessions' installs may land meanwhile. The files
-        an install writes are checked against ``snapshot`` inside :meth:`publish`."""
-        return False
+        return PgBegin(dict(self._have))
 
     def add_transaction_hook(self, fn: Callable[["PgWorkspace", dict[str, bytes | None], Any],
                                                 None]) -> None:
@@ -332,7 +349,7 @@ class PgWorkspace(Workspace):
         changed = sorted(rel for rel in writes if rel.startswith("topics/"))
         generation = self._push(writes, {"message": message, "changed": changed,
                                          "created": list(created), "removed": list(removed)},
-                                base=base if isinstance(base, dict) else None)
+                                base=base.versions if isinstance(base, PgBegin) else None)
         label = f"r{generation}"
         self.git.last_label = label  # type: ignore[attr-defined]
         return label

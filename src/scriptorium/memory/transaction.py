@@ -39,7 +39,6 @@ from ..errors import ConcurrentUpdate, CorruptFile, ReasonCode, ScriptoriumError
 from ..faults import fault_point
 from ..fsutil import atomic_write_json, fsync_dir, safe_join
 from .catalog import TopicCatalog
-from .moved import BeginState
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import PARKED_PREFIX, StageError, checkout, park
 from .directory import TransactionResult
@@ -105,7 +104,7 @@ class Transaction:
             recover_install(workspace)
             workspace.ensure_git()  # damaged history: the install's commit will warn
             self.catalog = TopicCatalog.of(workspace).refresh()
-            self.base = BeginState.take(workspace, self.catalog)
+            self.base = workspace.begin_state(self.catalog)
             self._stage = checkout(workspace, self.catalog)
         self.dir = self._stage.dir
         self.stage = self._stage.root
