@@ -466,13 +466,6 @@ class WorkspaceDir:
         database commits ``writes`` there and returns its label."""
         return None
 
-    def begin_state(self, catalog: Any) -> Any:
-        """What a transaction begins from, for its commit to tell whether memory moved
-        meanwhile (scriptorium.memory.moved); a database home checks per file instead."""
-        from .moved import BeginState
-
-        return BeginState.take(self, catalog)
-
     @contextmanager
     def step_lock(self, session_id: str, timeout: float | None = 1.0) -> Iterator[None]:
         """What one write step of ``session_id`` holds from archive to mark. Here: the whole

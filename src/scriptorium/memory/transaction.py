@@ -39,6 +39,7 @@ from ..errors import ConcurrentUpdate, CorruptFile, ReasonCode, ScriptoriumError
 from ..faults import fault_point
 from ..fsutil import atomic_write_json, fsync_dir, safe_join
 from .catalog import TopicCatalog
+from .moved import BeginState
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import PARKED_PREFIX, StageError, checkout, park
 from .directory import TransactionResult
@@ -104,7 +105,11 @@ class Transaction:
             recover_install(workspace)
             workspace.ensure_git()  # damaged history: the install's commit will warn
             self.catalog = TopicCatalog.of(workspace).refresh()
-            self.base = workspace.begin_state(self.catalog)
+            # what the commit checks memory against; a database home (which checks each
+            # file it writes inside its own transaction instead) brings its own
+            begin = getattr(workspace, "begin_state", None)
+            self.base = begin(self.catalog) if begin is not None \
+                else BeginState.take(workspace, self.catalog)
             self._stage = checkout(workspace, self.catalog)
         self.dir = self._stage.dir
         self.stage = self._stage.root
