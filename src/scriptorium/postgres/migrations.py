@@ -1,8 +1,8 @@
 """The PostgreSQL home's schema, as versioned migrations, and the one function that applies
 them.
 
-The schema is kept per component (``home``, ``sessions``, ``memory``, ``work``): each is a
-list of SQL steps, step *n* bringing the component to version *n*. Steps are only ever
+The schema is kept per component (``home``, ``sessions``, ``memory``, ``search``, ``work``):
+each is a list of SQL steps, step *n* bringing the component to version *n*. Steps are only ever
 appended (a released step is never edited), so a database created by any earlier version
 upgrades by running the steps it lacks. ``schema_version`` records each component's version;
 a database newer than this program is refused rather than half understood.
@@ -59,6 +59,53 @@ MIGRATIONS: dict[str, list[str]] = {
     ],
     # workspace, evidence archive, topics and revisions, search, runtime state
     "memory": [],
+    # the full-text index of topic claims and archived turns: scriptorium.memory.search.pg_index
+    "search": [
+        """
+        CREATE TEXT SEARCH DICTIONARY scriptorium_stem (TEMPLATE = snowball, Language = english);
+        CREATE TEXT SEARCH CONFIGURATION scriptorium_stem (COPY = english);
+        ALTER TEXT SEARCH CONFIGURATION scriptorium_stem ALTER MAPPING FOR asciiword, asciihword,
+            hword_asciipart, word, hword, hword_part WITH scriptorium_stem;
+        CREATE TABLE search_files (
+            path        text PRIMARY KEY,
+            kind        text NOT NULL CHECK (kind IN ('topic', 'source')),
+            fingerprint text NOT NULL,
+            unresolved  integer NOT NULL DEFAULT 0,
+            docs        integer NOT NULL,
+            tokens      bigint NOT NULL
+        );
+        CREATE TABLE search_docs (
+            id         bigserial PRIMARY KEY,
+            file       text NOT NULL REFERENCES search_files (path) ON DELETE CASCADE,
+            kind       text NOT NULL CHECK (kind IN ('claim', 'source')),
+            path       text NOT NULL,
+            logical    text NOT NULL,
+            line       integer NOT NULL,
+            block_id   text,
+            claim      integer NOT NULL,
+            text       text NOT NULL,
+            headings   text NOT NULL,
+            dates      text NOT NULL,
+            sources    text NOT NULL,
+            source_id  text,
+            version    text NOT NULL,
+            speakers   text[] NOT NULL,
+            speaker    text NOT NULL,
+            trusted    boolean NOT NULL,
+            superseded boolean NOT NULL,
+            ranges     datemultirange NOT NULL,
+            len        integer NOT NULL,
+            tsv        tsvector NOT NULL
+        );
+        CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv);
+        CREATE INDEX search_docs_file ON search_docs (file);
+        CREATE INDEX search_docs_source ON search_docs (source_id) WHERE source_id IS NOT NULL;
+        CREATE TABLE search_state (
+            key   text PRIMARY KEY,
+            value text NOT NULL
+        );
+        """,
+    ],
     # the writer job queue (`memory work`)
     "work": [],
 }
