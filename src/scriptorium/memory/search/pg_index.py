@@ -241,31 +241,33 @@ class PgSearchIndex:
                       **({"generation": str(generation)} if generation is not None else {}))
             return done
 
-    def rebuild(self, include_sources: bool | None = None) -> int:
-        """Drop the index and build it again from the home; returns the documents indexed.
-        ``include_sources`` None: sources only if they were indexed before."""
-        with self.pg.connection() as conn:
+    def rebuild(self, include_sources: bool | None = None, *, conn: Any | None = None) -> int:
+        """Drop the index and build it again from the home, in one transaction (``conn``'s
+        when given); returns the documents indexed. ``include_sources`` None: sources only
+        if they were indexed before."""
+        with self._conn(conn) as c:
             if include_sources is None:
-                include_sources = "source" in self.kinds(self.state(conn))
-            conn.execute("TRUNCATE search_docs, search_files, search_state")
-            self.refresh(("topic", "source") if include_sources else ("topic",), conn=conn)
-        return self.count()
+                include_sources = "source" in self.kinds(self.state(c))
+            c.execute("TRUNCATE search_docs, search_files, search_state")
+            self.refresh(("topic", "source") if include_sources else ("topic",), conn=c)
+            c.execute("ANALYZE search_docs, search_files")  # so the planner uses the GIN index
+            return c.execute("SELECT count(*) FROM search_docs").fetchone()[0]
 
-    def ensure_current(self, kinds: Iterable[str]) -> None:
-        """What a query does first: rebuild when built with another configuration, index
-        kinds never indexed, and compare fingerprints when the home installed something the
-        hook did not record (or it cannot tell)."""
+    def ensure_current(self, kinds: Iterable[str], conn: Any | None = None) -> None:
+        """What a query does first (on its own connection, ``conn``): rebuild when built
+        with another configuration, index kinds never indexed, and compare fingerprints when
+        the home installed something the hook did not record (or it cannot tell)."""
         kinds = set(kinds)
-        state = self.state()
+        state = self.state(conn)
         if state.get("config", self.config) != self.config:
             log.warning("search index built with %s, wanted %s: rebuilding",
                         state.get("config"), self.config)
-            self.rebuild("source" in kinds or "source" in self.kinds(state))
+            self.rebuild("source" in kinds or "source" in self.kinds(state), conn=conn)
             return
         generation = self.source.generation()
         if not kinds <= self.kinds(state) or generation is None \
                 or state.get("generation") != str(generation):
-            self.refresh(kinds | self.kinds(state))
+            self.refresh(kinds | self.kinds(state), conn=conn)
 
     # -- the install hook ------------------------------------------------------------------
 

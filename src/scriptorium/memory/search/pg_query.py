@@ -36,18 +36,18 @@ WITH terms AS (
     SELECT t.ord, (SELECT v.lexeme FROM unnest(to_tsvector(%(config)s::regconfig, t.word)) v
                    LIMIT 1) AS lexeme
     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(word, ord)
-), q AS (
+), q AS MATERIALIZED (
     SELECT ord, lexeme, quote_literal(lexeme)::tsquery AS tq FROM terms
     WHERE lexeme IS NOT NULL
-), m AS (
-    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tq FROM q
 )"""
+# the OR of every term, as a scalar subquery: an InitPlan, so the GIN index finds candidates
+_MATCH = "d.tsv @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM q)"
 
-_BM25 = _TERMS + """, stats AS (
+_BM25 = _TERMS + """, stats AS MATERIALIZED (
     SELECT greatest(sum(docs), 1)::float8 AS n,
            greatest(sum(tokens)::float8 / greatest(sum(docs), 1), 1e-9) AS avgdl
     FROM search_files
-), idf AS (
+), idf AS MATERIALIZED (
     SELECT q.ord, q.lexeme,
            greatest(ln((s.n - h.hits + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
     FROM q CROSS JOIN stats s
@@ -55,7 +55,7 @@ _BM25 = _TERMS + """, stats AS (
                         WHERE x.tsv @@ q.tq) h
 )
 SELECT {columns}, r.score * CASE WHEN d.superseded THEN {superseded} ELSE 1.0 END AS score
-FROM m CROSS JOIN stats s JOIN search_docs d ON d.tsv @@ m.tq
+FROM stats s CROSS JOIN search_docs d
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(i.idf * f.tf * ({k1} + 1)
                         / (f.tf + {k1} * (1 - {b} + {b} * d.len / s.avgdl))), 0) AS score
@@ -64,15 +64,16 @@ CROSS JOIN LATERAL (
         SELECT sum(CASE w WHEN 'A' THEN {wa} WHEN 'B' THEN {wb} ELSE {wc} END) AS tf
         FROM unnest(u.weights) w) f
 ) r
-WHERE {where}
+WHERE {match} AND {where}
 ORDER BY score DESC, d.path COLLATE "C", d.line, d.claim, d.id
 LIMIT %(limit)s"""
 
 _TS_RANK = _TERMS + """
-SELECT {columns}, ts_rank_cd('{weights}', d.tsv, m.tq, {norm})
+SELECT {columns}, ts_rank_cd('{weights}', d.tsv,
+       (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM q), {norm})
        * CASE WHEN d.superseded THEN {superseded} ELSE 1.0 END AS score
-FROM m JOIN search_docs d ON d.tsv @@ m.tq
-WHERE {where}
+FROM search_docs d
+WHERE {match} AND {where}
 ORDER BY score DESC, d.path COLLATE "C", d.line, d.claim, d.id
 LIMIT %(limit)s"""
 
@@ -104,25 +105,28 @@ def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
 
 def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
                 ranking: str = DEFAULT_RANKING) -> list[tuple[dict[str, Any], float]]:
-    """The ``limit`` best rows for ``query`` passing ``filters``, most relevant first."""
+    """The ``limit`` best rows for ``query`` passing ``filters``, most relevant first, the
+    index first brought up to date (one pooled connection for both)."""
     from psycopg.rows import dict_row
 
     if ranking not in RANKINGS:
         raise ValueError(f"unknown ranking {ranking!r} ({RANKINGS})")
     terms = [" ".join(words(t)) for t in query_terms(query)]
     terms = [t for t in terms if t]
-    if not terms:
-        return []
     where, params = _where(filters)
     if ranking == "bm25":
         sql = _BM25.format(columns=_COLUMNS, superseded=SUPERSEDED_WEIGHT, k1=K1, b=B,
                            wa=BM25_WEIGHTS[0], wb=BM25_WEIGHTS[1], wc=BM25_WEIGHTS[2],
-                           where=where)
+                           match=_MATCH, where=where)
     else:
         sql = _TS_RANK.format(columns=_COLUMNS, weights=_TS_WEIGHTS, norm=TS_NORMALIZATION,
-                              superseded=SUPERSEDED_WEIGHT, where=where)
+                              superseded=SUPERSEDED_WEIGHT, match=_MATCH, where=where)
     params.update(config=index.config, terms=terms, limit=limit)
     with index.pg.connection() as conn:
+        index.ensure_current(("topic", "source") if "source" in filters.kinds else ("topic",),
+                             conn)
+        if not terms:
+            return []
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(sql, params).fetchall()
     return [(row, float(row.pop("score"))) for row in rows]
@@ -151,7 +155,6 @@ def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
         reader = BranchReader(store, session, head)
     elif head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
-    index.ensure_current(("topic", "source") if include_sources else ("topic",))
     depth = top_k if reader is None else min(MAX_TOP_K, max(BRANCH_DEPTH, 3 * top_k))
     ranked = ranked_rows(index, query, filters, depth, ranking)
     if reader is None:
