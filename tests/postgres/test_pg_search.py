@@ -294,3 +294,26 @@ def test_bad_arguments_are_refused_with_one_line_naming_the_problem(shared):
         with pytest.raises(InvalidInput) as err:
             pg_search(index, "offsite", **kw)
         assert words in str(err.value) and "\n" not in str(err.value), kw
+
+
+# -- the seam a PostgreSQL workspace plugs into --------------------------------------------------
+
+
+def test_a_workspace_carrying_a_pg_index_is_searched_and_kept_current_through_the_search_package(
+        pg, tmp_path):
+    from scriptorium.memory.search import attach, rebuild
+
+    ws = Workspace.open(tmp_path / "memory")
+    ws.pg_search_index = PgSearchIndex(pg, DirectorySource(ws))
+    attach(ws)  # the install hook hands the workspace to its PostgreSQL index
+    write_offsite(ws)
+    assert search(ws, "pgbouncer")[0].path == "topics/infrastructure/production.md"
+    walks = ws.pg_search_index.walks  # the first query indexed the topics
+    [sid] = archive(ws, [("offsite", "o7", "user", "Lunch is at noon",
+                          "2026-05-04T12:00:00+00:00")])
+    write_paragraphs(ws, "topics/projects/lunch.md", [[("Lunch is at noon.", [sid],
+                                                        "2026-05-04")]])
+    assert search(ws, "lunch")[0].path == "topics/projects/lunch.md"
+    assert ws.pg_search_index.walks == walks  # the hook kept it current
+    assert rebuild(ws, True) == 12 and search(ws, "Tuesdays", include_sources=True)
+    assert not (ws.runtime_dir / "search.sqlite").exists()  # never touched the SQLite index

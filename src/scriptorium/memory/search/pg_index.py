@@ -215,7 +215,9 @@ class PgSearchIndex:
             done = self._reindex(c, todo, force=True, source=source)
             values = {"archive": signature}
             generation = source.generation()
-            if generation is not None and state.get("generation") == str(generation - 1):
+            previous = {str(generation - 1), "None"} if generation == 1 \
+                else {str(generation - 1) if generation is not None else ""}
+            if generation is not None and state.get("generation") in previous:
                 values["generation"] = str(generation)  # the one install since we looked
             self._set(c, **values)
             return done
@@ -238,7 +240,7 @@ class PgSearchIndex:
             state = self.state(c)
             self._set(c, kinds=json.dumps(sorted(self.kinds(state) | set(kinds))),
                       config=self.config, archive=self.source.archive_signature(),
-                      **({"generation": str(generation)} if generation is not None else {}))
+                      generation=str(generation))
             return done
 
     def rebuild(self, include_sources: bool | None = None, *, conn: Any | None = None) -> int:
@@ -253,21 +255,28 @@ class PgSearchIndex:
             c.execute("ANALYZE search_docs, search_files")  # so the planner uses the GIN index
             return c.execute("SELECT count(*) FROM search_docs").fetchone()[0]
 
+    def is_current(self, state: dict[str, str], kinds: Iterable[str]) -> bool:
+        """Can a query trust the index, given its ``state`` (as read with the query)? Not
+        when built with another configuration, when a kind was never indexed, or when the
+        home installed something the hook did not record (or cannot tell)."""
+        return state.get("config", self.config) == self.config \
+            and set(kinds) <= self.kinds(state) \
+            and state.get("generation") == str(self.source.generation())
+
     def ensure_current(self, kinds: Iterable[str], conn: Any | None = None) -> None:
-        """What a query does first (on its own connection, ``conn``): rebuild when built
-        with another configuration, index kinds never indexed, and compare fingerprints when
-        the home installed something the hook did not record (or it cannot tell)."""
+        """Bring the index up to date for a query of ``kinds`` (see :meth:`is_current`):
+        rebuild it when built with another configuration, else compare fingerprints."""
         kinds = set(kinds)
-        state = self.state(conn)
-        if state.get("config", self.config) != self.config:
-            log.warning("search index built with %s, wanted %s: rebuilding",
-                        state.get("config"), self.config)
-            self.rebuild("source" in kinds or "source" in self.kinds(state), conn=conn)
-            return
-        generation = self.source.generation()
-        if not kinds <= self.kinds(state) or generation is None \
-                or state.get("generation") != str(generation):
-            self.refresh(kinds | self.kinds(state), conn=conn)
+        with self._conn(conn) as c:
+            state = self.state(c)
+            if self.is_current(state, kinds):
+                return
+            if state.get("config", self.config) != self.config:
+                log.warning("search index built with %s, wanted %s: rebuilding",
+                            state.get("config"), self.config)
+                self.rebuild("source" in kinds or "source" in self.kinds(state), conn=c)
+                return
+            self.refresh(kinds | self.kinds(state), conn=c)
 
     # -- the install hook ------------------------------------------------------------------
 

@@ -122,13 +122,25 @@ def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
         sql = _TS_RANK.format(columns=_COLUMNS, weights=_TS_WEIGHTS, norm=TS_NORMALIZATION,
                               superseded=SUPERSEDED_WEIGHT, match=_MATCH, where=where)
     params.update(config=index.config, terms=terms, limit=limit)
+    kinds = ("topic", "source") if "source" in filters.kinds else ("topic",)
     with index.pg.connection() as conn:
-        index.ensure_current(("topic", "source") if "source" in filters.kinds else ("topic",),
-                             conn)
-        if not terms:
-            return []
-        with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(sql, params).fetchall()
+        for _ in range(2):
+            # one round trip, no transaction: the index state and the ranking together
+            conn.autocommit = True
+            try:
+                with conn.pipeline():
+                    state_cur = conn.execute("SELECT key, value FROM search_state")
+                    cur = conn.cursor(row_factory=dict_row)
+                    if terms:
+                        cur.execute(sql, params)
+                state = dict(state_cur.fetchall())
+                rows = cur.fetchall() if terms else []
+            finally:
+                conn.autocommit = False
+            if index.is_current(state, kinds):
+                break
+            index.ensure_current(kinds, conn)  # rare: catch up in one transaction, then again
+            conn.commit()
     return [(row, float(row.pop("score"))) for row in rows]
 
 

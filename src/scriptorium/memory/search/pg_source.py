@@ -38,8 +38,7 @@ class DocumentSource(Protocol):
     and ``sources/...``)."""
 
     def generation(self) -> int | None:
-        """The install counter: moves at every install (None: unknown, so every query checks
-        the fingerprints)."""
+        """The install counter: moves at every install (None: nothing installed yet)."""
 
     def archive_signature(self) -> str:
         """Changes whenever evidence is archived (citations that did not resolve may now)."""
