@@ -72,7 +72,7 @@ def _ranges(doc: Document) -> str:
     return "{" + ",".join(f"[{_pg_day(lo)},{_pg_day(hi)}]" for lo, hi in doc.ranges) + "}"
 
 
-def _key(doc: Document) -> tuple:
+def _key(doc: Document) -> tuple[Any, ...]:
     """A document as stored (``_DOC_COLUMNS``): equal keys need no re-indexing."""
     return (doc.kind, doc.path, logical_path(doc.path), doc.line, doc.block_id, doc.claim,
             doc.text, json.dumps(doc.headings, ensure_ascii=False),
@@ -81,7 +81,7 @@ def _key(doc: Document) -> tuple:
             tuple(doc.speakers), doc.speaker, bool(doc.trusted))
 
 
-def _params(file: str, doc: Document, config: str) -> tuple[tuple, int]:
+def _params(file: str, doc: Document, config: str) -> tuple[tuple[Any, ...], int]:
     """The INSERT parameters of ``doc`` and its length in tokens."""
     body, context, dates, cjk = doc.fields()
     fields = [words(body), words(context), words(dates), cjk.split()]
@@ -138,9 +138,9 @@ class PgSearchIndex:
     def count(self, kind: str | None = None) -> int:
         with self.pg.connection() as conn:
             if kind is None:
-                return conn.execute("SELECT count(*) FROM search_docs").fetchone()[0]
-            return conn.execute("SELECT count(*) FROM search_docs WHERE kind = %s",
-                                (kind,)).fetchone()[0]
+                return int(conn.execute("SELECT count(*) FROM search_docs").fetchone()[0])
+            return int(conn.execute("SELECT count(*) FROM search_docs WHERE kind = %s",
+                                    (kind,)).fetchone()[0])
 
     # -- writing ------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ class PgSearchIndex:
             "docs = EXCLUDED.docs, tokens = EXCLUDED.tokens",
             (rel, kind_of(rel), fingerprint, unresolved, len(rows),
              sum(length for _, length in rows)))
-        keep: dict[tuple, list[int]] = {}
+        keep: dict[tuple[Any, ...], list[int]] = {}
         for doc_id, *stored in conn.execute(
                 f"SELECT id, {_DOC_COLUMNS} FROM search_docs WHERE file = %s", (rel,)):
             stored[12] = tuple(stored[12])
@@ -253,7 +253,7 @@ class PgSearchIndex:
             c.execute("TRUNCATE search_docs, search_files, search_state")
             self.refresh(("topic", "source") if include_sources else ("topic",), conn=c)
             c.execute("ANALYZE search_docs, search_files")  # so the planner uses the GIN index
-            return c.execute("SELECT count(*) FROM search_docs").fetchone()[0]
+            return int(c.execute("SELECT count(*) FROM search_docs").fetchone()[0])
 
     def is_current(self, state: dict[str, str], kinds: Iterable[str]) -> bool:
         """Can a query trust the index, given its ``state`` (as read with the query)? Not
