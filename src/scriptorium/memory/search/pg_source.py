@@ -3,8 +3,8 @@ files, fingerprint them cheaply and hand over their parsed documents.
 
 The index (:mod:`.pg_index`) does not care whether topics live in files or in tables; it asks
 a :class:`DocumentSource`. :class:`DirectorySource` serves a workspace directory (a directory
-home, or a PostgreSQL home's local mirror of its topics); a PostgreSQL workspace serves its
-tables through the same four methods.
+home, or a mirror of one); :class:`PgFilesSource` serves a PostgreSQL workspace's
+``memory_files`` rows, inside the install's own transaction when given its connection.
 """
 
 from __future__ import annotations
@@ -139,3 +139,45 @@ def wanted_paths(paths: Iterable[str], kinds: Iterable[str]) -> list[str]:
     kinds = set(kinds)
     return sorted({p for p in (str(p).replace("\\", "/") for p in paths)
                    if kind_of(p) in kinds})
+
+
+class PgFilesSource:
+    """The memory files of a PostgreSQL workspace: rows of ``memory_files`` (path, content,
+    version), the home's generation in ``memory_state`` (the tables of the ``memory``
+    migration component). Footnotes resolve through ``workspace.sources`` (the workspace's
+    archive). With ``conn`` every read goes through that connection, so an install can index
+    the rows it has written but not yet committed, in its own transaction."""
+
+    def __init__(self, workspace: Any, conn: Any | None = None) -> None:
+        self.workspace = workspace
+        self.conn = conn
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        if self.conn is not None:
+            return list(self.conn.execute(sql, params).fetchall())
+        with self.workspace.pg.connection() as conn:
+            return list(conn.execute(sql, params).fetchall())
+
+    def generation(self) -> int | None:
+        rows = self._rows("SELECT generation FROM memory_state")
+        return int(rows[0][0]) if rows else None
+
+    def archive_signature(self) -> str:
+        [(count, newest)] = self._rows(
+            "SELECT count(*), coalesce(max(version), 0) FROM memory_files "
+            "WHERE starts_with(path, 'sources/')")
+        return f"{count}:{newest}"
+
+    def fingerprints(self, kind: str) -> dict[str, str]:
+        return {path: str(version) for path, version in self._rows(
+            "SELECT path, version FROM memory_files WHERE starts_with(path, %s) AND "
+            "content IS NOT NULL", (TOP[kind] + "/",)) if kind_of(path) == kind}
+
+    def documents(self, rel: str) -> tuple[list[Document], int, str] | None:
+        if kind_of(rel) is None:
+            return None
+        rows = self._rows("SELECT content, version FROM memory_files WHERE path = %s", (rel,))
+        if not rows or rows[0][0] is None:
+            return None
+        docs, unresolved = file_documents(rel, bytes(rows[0][0]), self.workspace.sources)
+        return docs, unresolved, str(rows[0][1])
