@@ -24,8 +24,16 @@ log = logging.getLogger(__name__)
 
 
 def _pg_index(workspace: Any) -> Any | None:
-    """The PostgreSQL index a PostgreSQL workspace carries (None for a directory one)."""
-    return getattr(workspace, "pg_search_index", None)
+    """The PostgreSQL index a PostgreSQL workspace carries (None for a directory one); a
+    PostgreSQL workspace without one gets one over its ``memory_files`` rows."""
+    index = getattr(workspace, "pg_search_index", None)
+    if index is None and getattr(workspace, "engine", "directory") == "postgresql":
+        from .pg_index import PgSearchIndex
+        from .pg_source import PgFilesSource
+
+        index = workspace.pg_search_index = PgSearchIndex(workspace.pg,
+                                                          PgFilesSource(workspace))
+    return index
 
 
 def search(workspace: Any, query: str, **kw: Any) -> list[Hit]:
