@@ -24,8 +24,10 @@ from testkit import OPENPROGRAM_STATE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "memory"))
 from branch_support import SID, falcon  # noqa: E402
-from search_support import archive, open_ws, write_paragraphs  # noqa: E402
+from search_support import (archive, open_ws, write_offsite,  # noqa: E402
+                            write_paragraphs)
 
+SPEAKERS = {"o1": ("u-ana", "Ana"), "o2": ("u-ana", "Ana"), "d1": ("u-bo", "Bo")}
 QUERIES = ["offsite Lisbon", "production database PostgreSQL", "budget euros", "twelve people",
            "deploy Tuesday", "the team in May", "pgbouncer port", "flights booked"]
 
@@ -38,7 +40,7 @@ def pg(pg_url):
 
 @pytest.fixture
 def offsite(tmp_path: Path) -> Workspace:
-    return write_offsite(open_ws(tmp_path / "memory"))
+    return write_offsite(open_ws(tmp_path / "memory"), SPEAKERS)
 
 
 @pytest.fixture(scope="module")
@@ -46,33 +48,9 @@ def shared(pg_server_url, tmp_path_factory):
     """One written workspace and its PostgreSQL index, for the tests that only read them."""
     from pgserver import home_url
 
-    ws = write_offsite(open_ws(tmp_path_factory.mktemp("shared") / "memory"))
+    ws = write_offsite(open_ws(tmp_path_factory.mktemp("shared") / "memory"), SPEAKERS)
     with PgHome.open(home_url(pg_server_url)) as home:
         yield ws, index_of(home, ws)
-
-
-def write_offsite(ws: Workspace) -> Workspace:
-    """Two topics citing archived turns of two speakers, written through transactions."""
-    ids = archive(ws, [
-        ("offsite", "o1", "user", "The offsite is in Lisbon in May", "2026-05-02T09:00:00+00:00"),
-        ("offsite", "o2", "user", "Budget is fifty thousand euros", "2026-05-03T09:00:00+00:00"),
-        ("offsite", "o3", "assistant", "Flights are booked for twelve people",
-         "2026-06-10T09:00:00+00:00"),
-        ("deploy", "d1", "user", "Production runs PostgreSQL 16 behind pgbouncer",
-         "2026-08-01T10:00:00+00:00"),
-        ("deploy", "d2", "user", "Deploys happen on Tuesdays only", "2025-12-01T08:00:00+00:00"),
-    ], speaker={"o1": ("u-ana", "Ana"), "o2": ("u-ana", "Ana"), "d1": ("u-bo", "Bo")})
-    write_paragraphs(ws, "topics/projects/lisbon-offsite.md", [
-        [("The team offsite is in Lisbon in the first week of May.", [ids[0]], "2026-05"),
-         ("The budget is fifty thousand euros for twelve people.", [ids[1]], "2026-05-03")],
-        [("Flights for twelve people are booked.", [ids[2]], "2026-06-10")],
-    ], heading="Lisbon offsite", sections=["Plan", "Travel"])
-    write_paragraphs(ws, "topics/infrastructure/production.md", [
-        [("Production runs PostgreSQL 16 behind pgbouncer on port 6432.", [ids[3]],
-          "2026-08-01")],
-        [("Deploys happen on Tuesdays after 14:00 UTC only.", [ids[4]], "2025-12-01")],
-    ], heading="Production")
-    return ws
 
 
 def index_of(pg: PgHome, ws: Workspace, **kw) -> PgSearchIndex:

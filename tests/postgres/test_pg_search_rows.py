@@ -18,9 +18,10 @@ from scriptorium.memory.search.pg_query import pg_search
 from scriptorium.memory.search.pg_source import PgFilesSource
 from scriptorium.postgres.connect import PgHome
 
-from test_pg_search import QUERIES, keys, write_offsite
+from test_pg_search import QUERIES, keys
 
-from search_support import archive, open_ws, write_paragraphs  # noqa: E402  (path: test_pg_search)
+from search_support import (archive, open_ws, write_offsite,  # noqa: E402  (path: test_pg_search)
+                            write_paragraphs)
 
 # The memory component's tables as the PostgreSQL workspace defines them; created here only
 # when this build's migrations do not (IF NOT EXISTS: with them, nothing happens).
