@@ -9,14 +9,17 @@ process indexes the same files both ways and reports, side by side:
   transaction adds a paragraph to one topic; both indexes are attached to the workspace);
 - top-5 agreement with the SQLite BM25 ranking, for each text search configuration and
   ranking asked for: the mean share of SQLite's top 5 that PostgreSQL's top 5 also holds,
-  and the share of queries whose top 5 is identical in order.
+  and the share of queries whose top 5 is identical in order; on the synthetic topics (no
+  English words) and on English memory written by the embedded writer (bench_recall's
+  conversations).
 
 PostgreSQL: ``--pg URL`` (a server you run), else a throwaway server from tests/pgserver.py.
 The database round trip is local (127.0.0.1). Machine load is printed with every row.
 
 Usage:
     python benchmarks/bench_pg_search.py [--sizes 0.5,2] [--queries 20] [--writes 8]
-        [--configs scriptorium_stem,english,simple] [--rankings bm25,ts_rank_cd] [--pg URL]
+        [--configs scriptorium_stem,english,simple] [--rankings bm25,ts_rank_cd]
+        [--english-sessions 30] [--pg URL]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,13 +53,20 @@ def ms(fn: Callable[..., Any], *args: Any, **kw: Any) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def fresh_home(url: str) -> str:
+    """A home of its own in the server (runs sharing a server never share a home)."""
+    return url + ("&" if "?" in url else "?") + f"home=bench_{uuid.uuid4().hex[:12]}"
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
-def ident(hit: Any) -> tuple:
-    return (hit.path, hit.line, hit.claim)
+def ident(hit: Any) -> tuple[str, int, int, str]:
+    """A hit's identity (a block's claims share its line; two blocks may share a claim's
+    words, so the text alone is not one either)."""
+    return (hit.path, hit.line, hit.claim, hit.text)
 
 
 def agreement(ws: Workspace, index: PgSearchIndex, queries: list[str],
@@ -65,7 +76,10 @@ def agreement(ws: Workspace, index: PgSearchIndex, queries: list[str],
     for q in queries:
         ours = [ident(h) for h in pg_search(index, q, top_k=TOP, ranking=ranking)]
         theirs = [ident(h) for h in search(ws, q, top_k=TOP)]
-        overlap.append(len(set(ours) & set(theirs)) / max(len(theirs), 1))
+        if theirs or ours:  # both finding nothing is agreement, not 0% overlap
+            overlap.append(len(set(ours) & set(theirs)) / max(len(set(theirs)), 1))
+        else:
+            overlap.append(1.0)
         same += ours == theirs
     return statistics.mean(overlap), same / len(queries)
 
@@ -76,8 +90,7 @@ def one_size(url: str, mb: float, queries: list[str], writes: int, configs: list
         root = copy_workspace(mb, Path(tmp) / "memory")
         topics = sum(p.stat().st_size for p in (root / "topics").rglob("*.md"))
         ws = Workspace.open(root)
-        with PgHome.open(url + ("&" if "?" in url else "?") + f"home=bench_{int(time.time())}") \
-                as pg:
+        with PgHome.open(fresh_home(url)) as pg:
             index = PgSearchIndex(pg, DirectorySource(ws))
             build_sqlite = ms(rebuild, ws, False)
             build_pg = ms(index.rebuild, False)
@@ -141,6 +154,29 @@ def _writes(ws: Workspace, index: PgSearchIndex, queries: list[str],
     return after_sqlite, after_pg
 
 
+def english(url: str, sessions: int, configs: list[str], rankings: list[str]) -> None:
+    """The same agreement on English memory: bench_recall's conversations (projects whose
+    values are set and corrected) written by the embedded writer through the real write path,
+    asked "<codename> <line>" and "what is the <line> of <codename> now?" (stop words, word
+    forms: where the text search configurations differ)."""
+    from bench_recall import EmbeddedWriter, build, generate
+
+    convs = generate(sessions, 16)
+    with tempfile.TemporaryDirectory(prefix="bench-pg-search-en-") as tmp:
+        ws = build(Path(tmp), convs, EmbeddedWriter(), 400)["mem"].workspace
+        queries = [q for conv in convs for line in conv.lines
+                   for q in (f"{conv.codename} {line.attr}",
+                             f"what is the {line.attr} of {conv.codename} now?")]
+        with PgHome.open(fresh_home(url)) as pg:
+            for config in configs:
+                index = PgSearchIndex(pg, DirectorySource(ws), config=config)
+                docs = index.rebuild(False)
+                for ranking in rankings:
+                    mean, same = agreement(ws, index, queries, ranking)
+                    AGREEMENT.append(f"| English, {docs} claims, {len(queries)} queries | "
+                                     f"{config} | {ranking} | {mean:.1%} | {same:.1%} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="0.5,2", help="MB of topics, comma separated")
@@ -148,6 +184,8 @@ def main() -> None:
     ap.add_argument("--writes", type=int, default=8)
     ap.add_argument("--configs", default="scriptorium_stem,english,simple")
     ap.add_argument("--rankings", default="bm25,ts_rank_cd")
+    ap.add_argument("--english-sessions", type=int, default=30,
+                    help="bench_recall conversations for the English agreement (0: skip)")
     ap.add_argument("--pg", help="a PostgreSQL server URL (default: start a throwaway one)")
     args = ap.parse_args()
     server = None
@@ -173,6 +211,9 @@ def main() -> None:
                        for _ in range(args.queries)]
             one_size(url, mb, queries, args.writes, args.configs.split(","),
                      args.rankings.split(","))
+        if args.english_sessions:
+            english(url, args.english_sessions, args.configs.split(","),
+                    args.rankings.split(","))
         print("\nTop-5 agreement with the SQLite BM25 ranking (same topics, same queries):\n")
         print("| topics | text search config | ranking | top-5 overlap | identical top 5 |")
         print("|---|---|---|---|---|")
