@@ -215,10 +215,11 @@ class PgSearchIndex:
             done = self._reindex(c, todo, force=True, source=source)
             values = {"archive": signature}
             generation = source.generation()
-            previous = {str(generation - 1), "None"} if generation == 1 \
-                else {str(generation - 1) if generation is not None else ""}
-            if generation is not None and state.get("generation") in previous:
-                values["generation"] = str(generation)  # the one install since we looked
+            # the one install since we looked (the first one: after "None", no install yet)
+            before = state.get("generation")
+            if generation is not None and (before == str(generation - 1)
+                                           or (generation == 1 and before == "None")):
+                values["generation"] = str(generation)
             self._set(c, **values)
             return done
 
