@@ -1,8 +1,6 @@
 """Search on a PostgreSQL home through Memory: the workspace's install indexes its rows in
-the install's own transaction; hits and order are the directory home's. Runs once the
-PostgreSQL memory workspace is in the build (it makes the one call: ``PgWorkspace._push``
-ends its transaction with ``self.pg_search_index.update(writes, conn=conn,
-source=PgFilesSource(self, conn))``)."""
+the install's own transaction (the workspace's transaction hook); hits and order are the
+directory home's. Runs once the PostgreSQL memory workspace is in the build."""
 
 from __future__ import annotations
 

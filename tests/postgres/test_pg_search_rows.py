@@ -61,7 +61,8 @@ def written(files: Any, rel: str, text: str, sources: list[str], when: str) -> b
 
 def install(index: PgSearchIndex, workspace: Any, writes: dict[str, bytes | None], *,
             fail: bool = False) -> None:
-    """One install as the PostgreSQL workspace makes it, with the index's one call."""
+    """One write as the PostgreSQL workspace makes it (generation, rows), then its
+    transaction hooks: the index's."""
     with workspace.pg.connection() as conn:
         with conn.transaction():
             generation = conn.execute("UPDATE memory_state SET generation = generation + 1 "
@@ -70,7 +71,7 @@ def install(index: PgSearchIndex, workspace: Any, writes: dict[str, bytes | None
                 "INSERT INTO memory_files (path, content, version) VALUES (%s, %s, %s) ON "
                 "CONFLICT (path) DO UPDATE SET content = EXCLUDED.content, version = "
                 "EXCLUDED.version", [(rel, data, generation) for rel, data in writes.items()])
-            index.update(writes, conn=conn, source=PgFilesSource(workspace, conn))
+            index.transaction_hook(workspace, writes, conn)
             if fail:
                 raise RuntimeError("the install failed after indexing")
 

@@ -24,8 +24,9 @@ log = logging.getLogger(__name__)
 
 
 def _pg_index(workspace: Any) -> Any | None:
-    """The PostgreSQL index a PostgreSQL workspace carries (None for a directory one); a
-    PostgreSQL workspace without one gets one over its ``memory_files`` rows."""
+    """The PostgreSQL index a PostgreSQL workspace carries (None for a directory one). A
+    PostgreSQL workspace without one gets one over its ``memory_files`` rows, updated inside
+    every write's own database transaction (its ``add_transaction_hook``)."""
     index = getattr(workspace, "pg_search_index", None)
     if index is None and getattr(workspace, "engine", "directory") == "postgresql":
         from .pg_index import PgSearchIndex
@@ -33,6 +34,7 @@ def _pg_index(workspace: Any) -> Any | None:
 
         index = workspace.pg_search_index = PgSearchIndex(workspace.pg,
                                                           PgFilesSource(workspace))
+        workspace.add_transaction_hook(index.transaction_hook)
     return index
 
 
@@ -73,7 +75,11 @@ def update_index(workspace: Any, result: Any) -> None:
 
 def attach(workspace: Any) -> None:
     """Keep ``workspace``'s search index current inside every installed transaction.
-    Calling it again for the same workspace object does nothing (hooks register once)."""
+    Calling it again for the same workspace object does nothing (hooks register once). A
+    PostgreSQL workspace's index is kept inside each write's transaction instead."""
+    if getattr(workspace, "engine", "directory") == "postgresql":
+        _pg_index(workspace)
+        return
     workspace.add_install_hook(update_index)
 
 

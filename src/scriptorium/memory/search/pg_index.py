@@ -291,6 +291,14 @@ class PgSearchIndex:
             log.warning("PostgreSQL search index update failed (%s: %s); the next query "
                         "re-reads what changed", type(exc).__name__, exc)
 
+    def transaction_hook(self, workspace: Any, writes: Iterable[str], conn: Any) -> None:
+        """For a PostgreSQL workspace's ``add_transaction_hook``: index the files a write
+        stores, reading them through its transaction, so the index commits (or rolls back)
+        with them. Raising here stops the write (retryable), never leaves the two apart."""
+        from .pg_source import PgFilesSource
+
+        self.update(writes, conn=conn, source=PgFilesSource(workspace, conn))
+
     def attach(self, workspace: Any) -> None:
         """Keep this index current inside every install of ``workspace`` (once)."""
         workspace.add_install_hook(self.install_hook)
