@@ -71,3 +71,29 @@ def write_paragraphs(ws: Workspace, rel: str, paragraphs: Sequence[Sequence[Clai
 
 def block_ids(ws: Workspace, rel: str) -> list[str]:
     return [b.id for b in ws.read_topic(rel).blocks]
+
+
+def write_offsite(ws: Workspace,
+                  speaker: dict[str, tuple[str, str]] | None = None) -> Workspace:
+    """Two topics: an offsite plan (two claims in one block) and production notes, citing
+    five archived turns (``speaker``: as for :func:`archive`)."""
+    ids = archive(ws, [
+        ("offsite", "o1", "user", "The offsite is in Lisbon in May", "2026-05-02T09:00:00+00:00"),
+        ("offsite", "o2", "user", "Budget is fifty thousand euros", "2026-05-03T09:00:00+00:00"),
+        ("offsite", "o3", "assistant", "Flights are booked for twelve people",
+         "2026-06-10T09:00:00+00:00"),
+        ("deploy", "d1", "user", "Production runs PostgreSQL 16 behind pgbouncer",
+         "2026-08-01T10:00:00+00:00"),
+        ("deploy", "d2", "user", "Deploys happen on Tuesdays only", "2025-12-01T08:00:00+00:00"),
+    ], speaker=speaker)
+    write_paragraphs(ws, "topics/projects/lisbon-offsite.md", [
+        [("The team offsite is in Lisbon in the first week of May.", [ids[0]], "2026-05"),
+         ("The budget is fifty thousand euros for twelve people.", [ids[1]], "2026-05-03")],
+        [("Flights for twelve people are booked.", [ids[2]], "2026-06-10")],
+    ], heading="Lisbon offsite", sections=["Plan", "Travel"])
+    write_paragraphs(ws, "topics/infrastructure/production.md", [
+        [("Production runs PostgreSQL 16 behind pgbouncer on port 6432.", [ids[3]],
+          "2026-08-01")],
+        [("Deploys happen on Tuesdays after 14:00 UTC only.", [ids[4]], "2025-12-01")],
+    ], heading="Production")
+    return ws

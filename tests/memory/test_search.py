@@ -16,7 +16,7 @@ from scriptorium.memory.sources import SourceIdError
 from scriptorium.memory.workspace import Workspace
 from scriptorium.memory.writing import Memory
 
-from search_support import archive, open_ws, write_paragraphs
+from search_support import archive, open_ws, write_offsite, write_paragraphs
 
 TS = "2026-08-01T10:00:00+00:00"
 
@@ -29,25 +29,7 @@ def ws(tmp_path: Path) -> Workspace:
 @pytest.fixture
 def offsite(ws: Workspace) -> Workspace:
     """Two topics: an offsite plan (two claims in one block) and production notes."""
-    ids = archive(ws, [
-        ("offsite", "o1", "user", "The offsite is in Lisbon in May", "2026-05-02T09:00:00+00:00"),
-        ("offsite", "o2", "user", "Budget is fifty thousand euros", "2026-05-03T09:00:00+00:00"),
-        ("offsite", "o3", "assistant", "Flights are booked for twelve people",
-         "2026-06-10T09:00:00+00:00"),
-        ("deploy", "d1", "user", "Production runs PostgreSQL 16 behind pgbouncer", TS),
-        ("deploy", "d2", "user", "Deploys happen on Tuesdays only", "2025-12-01T08:00:00+00:00"),
-    ])
-    write_paragraphs(ws, "topics/projects/lisbon-offsite.md", [
-        [("The team offsite is in Lisbon in the first week of May.", [ids[0]], "2026-05"),
-         ("The budget is fifty thousand euros for twelve people.", [ids[1]], "2026-05-03")],
-        [("Flights for twelve people are booked.", [ids[2]], "2026-06-10")],
-    ], heading="Lisbon offsite", sections=["Plan", "Travel"])
-    write_paragraphs(ws, "topics/infrastructure/production.md", [
-        [("Production runs PostgreSQL 16 behind pgbouncer on port 6432.", [ids[3]],
-          "2026-08-01")],
-        [("Deploys happen on Tuesdays after 14:00 UTC only.", [ids[4]], "2025-12-01")],
-    ], heading="Production")
-    return ws
+    return write_offsite(ws)
 
 
 def texts(hits) -> list[str]:

@@ -5,6 +5,8 @@ work and the same failures. Nothing here looks at files; what differs between th
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pgmemkit import Homes
@@ -210,16 +212,47 @@ def test_an_install_hook_sees_the_changed_topic_files(homes):
     assert seen and all(rel.startswith("topics/") for files in seen for rel in files)
 
 
-def test_search_answers_on_a_directory_home_and_refuses_in_one_line_elsewhere(homes):
+def test_search_and_context_answer_the_same_on_both_homes(homes):
     mem = homes.open(trigger_tokens=1)
     mem.store.create_session("s", title="Deploys")
     mem.store.append_message("s", {"id": "m0", "role": "user",
                                    "content": "Deploys happen on Tuesdays after 14:00 UTC."})
     mem.write_session("s")
-    if homes.kind == "directory":
-        assert mem.search("Tuesdays deploys")[0].sources == ["openprogram/s/m0"]
-        return
-    with pytest.raises(ScriptoriumError) as err:
-        mem.search("Tuesdays deploys")
-    assert err.value.code == ReasonCode.SEARCH_INDEX_UNAVAILABLE
-    assert "\n" not in str(err.value) and "postgresql" in str(err.value)
+    assert mem.search("Tuesdays deploys")[0].sources == ["openprogram/s/m0"]
+    hits = mem.search("Tuesdays deploys", session="s")
+    assert hits[0].sources == ["openprogram/s/m0"] and hits[0].branch == "on_line"
+    mem.store.append_message("s", {"id": "m1", "role": "user", "content": "When do deploys happen?"})
+    assert "Tuesdays" in mem.context("s").markdown
+
+
+def test_a_correction_in_a_later_batch_holds_for_its_line_on_both_homes(homes):
+    mem = homes.open()
+    mem.store.create_session("other", title="Lisbon offsite")
+    for i, text in enumerate(["The venue budget is 4000 euros.", "We expect 40 guests.",
+                              "Dinner is at Tasca do Chico."]):
+        mem.store.append_message("other", {"id": f"o{i}", "role": "user", "content": text})
+    assert mem.write_session("other").failure is None
+    mem.store.create_session("s", title="Alerting")
+    mem.store.append_message("s", {"id": "n0", "role": "user",
+                                   "content": "Set the alert threshold to 160 ms."})
+    mem.store.append_message("s", {"id": "n1", "role": "assistant",
+                                   "content": "Noted, the alert threshold is 160 ms."})
+    assert mem.write_session("s").failure is None
+    mem.store.append_after("s", "n1", {"id": "n2", "role": "user",
+                                       "content": "Make it 150 instead."})
+    assert mem.write_session("s").failure is None
+    mem.store.append_after("s", "n1", {"id": "n3", "role": "user",
+                                       "content": "Let's look at the dashboards next."})
+    assert mem.write_session("s").failure is None
+
+    def first_value(hits) -> str:
+        for hit in hits:
+            found = re.match(r"Alert threshold: (\d+) ms \(the", hit.text)
+            if found:
+                return found.group(1)
+        raise AssertionError([h.text for h in hits])
+
+    query = "alert threshold 160 150"
+    assert first_value(mem.search(query, top_k=10)) == "150"            # blind: the newest holds
+    assert first_value(mem.search(query, top_k=10, session="s", head="n2")) == "150"
+    assert first_value(mem.search(query, top_k=10, session="s", head="n3")) == "160"

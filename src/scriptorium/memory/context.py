@@ -20,7 +20,8 @@ from ..errors import InvalidInput
 from ..tokens import count_tokens
 from .provenance import ALTERNATIVE, ELSEWHERE, ON_LINE, BranchReader
 from .records import is_record, message_text
-from .search.query import BRANCH_DEPTH, search
+from .search import search
+from .search.query import BRANCH_DEPTH
 from .writers.embedded import keywords
 
 if TYPE_CHECKING:  # pragma: no cover

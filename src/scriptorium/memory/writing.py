@@ -145,8 +145,7 @@ class Memory:
         self.settings = settings or load_settings(self.home)
         self.store = store or SessionStore(Path(self.home) / "sessions")
         self.workspace = workspace or Workspace.open(Path(self.home) / "memory")
-        if self.workspace.engine == "directory":
-            attach(self.workspace)  # the search index is updated inside every install
+        attach(self.workspace)  # the search index is kept current by every install
         self.blocked = self.workspace.blocked_branches()
         self._writer = writer
         self.clock = clock
@@ -466,7 +465,6 @@ class Memory:
         ``budget`` tokens (see :mod:`.context`)."""
         from .context import DEFAULT_BUDGET, memory_context
 
-        self._need_search()
         return memory_context(self.workspace, self.store, session_id, head,
                               DEFAULT_BUDGET if budget is None else budget)
 
@@ -548,7 +546,6 @@ class Memory:
         from .search import search
         from .search.query import check_arguments
 
-        self._need_search()
         options: dict[str, Any] = dict(top_k=top_k, path_prefix=path_prefix, since=since,
                                        until=until, speaker=speaker,
                                        include_sources=include_sources, method=method)
@@ -563,14 +560,6 @@ class Memory:
             return []
         return search(self.workspace, query, **options, session=session, head=head,
                       store=self.store)
-
-    def _need_search(self) -> None:
-        """Search reads an index kept by the engine memory lives in; one that has none yet
-        is refused in one line rather than answered from a stale or empty view."""
-        if self.workspace.engine != "directory":
-            raise InvalidInput(f"memory search is not available on a {self.workspace.engine} "
-                               "home yet (its full-text index is not built); use a directory "
-                               "home to search", code=ReasonCode.SEARCH_INDEX_UNAVAILABLE)
 
     def follow(self, source_id: str) -> dict[str, Any]:
         """Where a cited source came from; for a session turn that this home's store still

@@ -96,6 +96,53 @@ MIGRATIONS: dict[str, list[str]] = {
         );
         """,
     ],
+    # the full-text index of topic claims and archived turns: scriptorium.memory.search.pg_index
+    "search": [
+        """
+        CREATE TEXT SEARCH DICTIONARY scriptorium_stem (TEMPLATE = snowball, Language = english);
+        CREATE TEXT SEARCH CONFIGURATION scriptorium_stem (COPY = english);
+        ALTER TEXT SEARCH CONFIGURATION scriptorium_stem ALTER MAPPING FOR asciiword, asciihword,
+            hword_asciipart, word, hword, hword_part WITH scriptorium_stem;
+        CREATE TABLE search_files (
+            path        text PRIMARY KEY,
+            kind        text NOT NULL CHECK (kind IN ('topic', 'source')),
+            fingerprint text NOT NULL,
+            unresolved  integer NOT NULL DEFAULT 0,
+            docs        integer NOT NULL,
+            tokens      bigint NOT NULL
+        );
+        CREATE TABLE search_docs (
+            id         bigserial PRIMARY KEY,
+            file       text NOT NULL REFERENCES search_files (path) ON DELETE CASCADE,
+            kind       text NOT NULL CHECK (kind IN ('claim', 'source')),
+            path       text NOT NULL,
+            logical    text NOT NULL,
+            line       integer NOT NULL,
+            block_id   text,
+            claim      integer NOT NULL,
+            text       text NOT NULL,
+            headings   text NOT NULL,
+            dates      text NOT NULL,
+            sources    text NOT NULL,
+            source_id  text,
+            version    text NOT NULL,
+            speakers   text[] NOT NULL,
+            speaker    text NOT NULL,
+            trusted    boolean NOT NULL,
+            superseded boolean NOT NULL,
+            ranges     datemultirange NOT NULL,
+            len        integer NOT NULL,
+            tsv        tsvector NOT NULL
+        );
+        CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv);
+        CREATE INDEX search_docs_file ON search_docs (file);
+        CREATE INDEX search_docs_source ON search_docs (source_id) WHERE source_id IS NOT NULL;
+        CREATE TABLE search_state (
+            key   text PRIMARY KEY,
+            value text NOT NULL
+        );
+        """,
+    ],
     # the writer job queue (`memory work`)
     "work": [],
 }

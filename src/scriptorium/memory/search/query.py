@@ -156,16 +156,21 @@ def make_filters(*, path_prefix: str | None, since: str | None, until: str | Non
                    speaker=speaker.strip().casefold() if speaker is not None else None)
 
 
-def match_expression(query: str) -> str:
-    """The FTS5 query for free text: every word (and CJK pair) as a quoted term, OR-ed, so
-    BM25 ranks documents by how many and how rare the words they share are."""
+def query_terms(query: str) -> list[str]:
+    """The terms free text is searched for: every word and CJK pair, once each (at most
+    ``MAX_TERMS``). Both the SQLite and the PostgreSQL index search these."""
     terms: list[str] = []
     for word in WORD_RE.findall(query.casefold()):
         rest = CJK_RUN_RE.sub(" ", word)
         terms.extend(rest.split())
         terms.extend(cjk_grams(word, for_query=True))
-    terms = list(dict.fromkeys(terms))[:MAX_TERMS]
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return list(dict.fromkeys(terms))[:MAX_TERMS]
+
+
+def match_expression(query: str) -> str:
+    """The FTS5 query for free text: every term as a quoted phrase, OR-ed, so BM25 ranks
+    documents by how many and how rare the words they share are."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in query_terms(query))
 
 
 # -- the query -----------------------------------------------------------------------------
@@ -384,7 +389,14 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
             f"free disk space, or remove that path so it is rebuilt") from None
     if reader is None:
         return [_hit(row, score) for row, score in ranked[:top_k]]
-    # rank on the cheap class (line membership), then build and describe only what is kept
+    return rank_for_reader(reader, ranked, top_k)
+
+
+def rank_for_reader(reader: BranchReader, ranked: list[tuple[dict[str, Any], float]],
+                    top_k: int) -> list[Hit]:
+    """The ``top_k`` hits of ``ranked`` (rows, most relevant first) for a reader on a
+    branch: alternatives discounted, each hit carrying its provenance. Ranks on the cheap
+    class (line membership), then builds and describes only what is kept."""
     classes = [reader.branch_of(json.loads(row["sources"])) if _may_cite(reader, row)
                else ELSEWHERE for row, _ in ranked]
     order = sorted(range(len(ranked)), key=lambda i: -ranked[i][1] * _weight(classes[i]))

@@ -55,7 +55,8 @@ def _replacers(index: Any, doc_ids: Sequence[int]) -> dict[str, list[tuple[Row, 
     out: dict[str, list[tuple[Row, ValueClaim]]] = {}
     for start in range(0, len(doc_ids), 500):
         chunk = doc_ids[start:start + 500]
-        rows = index.rows(
+        rows = index.replacer_rows(REPLACES_MARK, chunk) if hasattr(index, "replacer_rows") \
+            else index.rows(
             "SELECT d.id, d.path, d.line, d.claim, d.text, d.sources FROM docs d WHERE "
             "d.kind = 'claim' AND instr(d.text, ?) > 0 AND d.path IN (SELECT path FROM docs "
             f"WHERE id IN ({','.join('?' * len(chunk))})) ORDER BY d.path, d.line, d.claim",

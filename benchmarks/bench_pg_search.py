@@ -1,0 +1,228 @@
+"""Search on a PostgreSQL home beside the directory home's SQLite FTS5 index, on the same topics.
+
+For synthetic workspaces (the generator of bench_search.py: topics citing archived turns), one
+process indexes the same files both ways and reports, side by side:
+
+- index build: the whole index from the files;
+- warm query p50 / p95 (topic claims, top 5), nothing changed in between;
+- the install hook's index update per write, and the first query after that write (a real
+  transaction adds a paragraph to one topic; both indexes are attached to the workspace);
+- top-5 agreement with the SQLite BM25 ranking, for each text search configuration and
+  ranking asked for: the mean share of SQLite's top 5 that PostgreSQL's top 5 also holds,
+  and the share of queries whose top 5 is identical in order; on the synthetic topics (no
+  English words) and on English memory written by the embedded writer (bench_recall's
+  conversations).
+
+PostgreSQL: ``--pg URL`` (a server you run), else a throwaway server from tests/pgserver.py.
+The database round trip is local (127.0.0.1). Machine load is printed with every row.
+
+Usage:
+    python benchmarks/bench_pg_search.py [--sizes 0.5,2] [--queries 20] [--writes 8]
+        [--configs scriptorium_stem,english,simple] [--rankings bm25,ts_rank_cd]
+        [--english-sessions 30] [--pg URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from bench_search import vocabulary
+from workspaces import REPO, copy_workspace, load
+
+from scriptorium.memory.search import rebuild, search, update_index
+from scriptorium.memory.search.pg_index import PgSearchIndex
+from scriptorium.memory.search.pg_query import pg_search
+from scriptorium.memory.search.pg_source import DirectorySource
+from scriptorium.memory.workspace import Workspace
+from scriptorium.postgres.connect import PgHome
+
+TOP = 5
+
+
+def ms(fn: Callable[..., Any], *args: Any, **kw: Any) -> float:
+    t0 = time.perf_counter()
+    fn(*args, **kw)
+    return (time.perf_counter() - t0) * 1000
+
+
+def fresh_home(url: str) -> str:
+    """A home of its own in the server (runs sharing a server never share a home)."""
+    return url + ("&" if "?" in url else "?") + f"home=bench_{uuid.uuid4().hex[:12]}"
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def ident(hit: Any) -> tuple[str, int, int, str]:
+    """A hit's identity (a block's claims share its line; two blocks may share a claim's
+    words, so the text alone is not one either)."""
+    return (hit.path, hit.line, hit.claim, hit.text)
+
+
+def agreement(ws: Workspace, index: PgSearchIndex, queries: list[str],
+              ranking: str) -> tuple[float, float]:
+    """(mean top-5 overlap, share of identical top-5 orders) against the SQLite ranking."""
+    overlap, same = [], 0
+    for q in queries:
+        ours = [ident(h) for h in pg_search(index, q, top_k=TOP, ranking=ranking)]
+        theirs = [ident(h) for h in search(ws, q, top_k=TOP)]
+        if theirs or ours:  # both finding nothing is agreement, not 0% overlap
+            overlap.append(len(set(ours) & set(theirs)) / max(len(set(theirs)), 1))
+        else:
+            overlap.append(1.0)
+        same += ours == theirs
+    return statistics.mean(overlap), same / len(queries)
+
+
+def one_size(url: str, mb: float, queries: list[str], writes: int, configs: list[str],
+             rankings: list[str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-pg-search-") as tmp:
+        root = copy_workspace(mb, Path(tmp) / "memory")
+        topics = sum(p.stat().st_size for p in (root / "topics").rglob("*.md"))
+        ws = Workspace.open(root)
+        with PgHome.open(fresh_home(url)) as pg:
+            index = PgSearchIndex(pg, DirectorySource(ws))
+            build_sqlite = ms(rebuild, ws, False)
+            build_pg = ms(index.rebuild, False)
+            search(ws, queries[0])
+            pg_search(index, queries[0])
+            warm_sqlite = [ms(search, ws, q) for q in queries for _ in range(2)]
+            warm_pg = [ms(pg_search, index, q) for q in queries for _ in range(2)]
+            hook_ms: dict[str, list[float]] = {"sqlite": [], "pg": []}
+
+            def timed_hook(name: str, fn: Callable[[Any, Any], None]) -> Callable:
+                def hook(w: Any, result: Any) -> None:
+                    hook_ms[name].append(ms(fn, w, result))
+                hook.__name__ = f"timed_{name}"
+                return hook
+
+            ws.add_install_hook(timed_hook("sqlite", update_index))
+            ws.add_install_hook(timed_hook("pg", index.install_hook))
+            after_sqlite, after_pg = _writes(ws, index, queries, writes)
+            print(f"| {topics / 1e6:.1f} MB | {index.count()} | "
+                  f"{build_pg / 1000:.2f} / {build_sqlite / 1000:.2f} s "
+                  f"({build_pg / build_sqlite:.1f}×) | "
+                  f"{statistics.median(warm_pg):.2f} / {statistics.median(warm_sqlite):.2f} ms "
+                  f"({statistics.median(warm_pg) / statistics.median(warm_sqlite):.1f}×) | "
+                  f"{pct(warm_pg, .95):.2f} / {pct(warm_sqlite, .95):.2f} ms | "
+                  f"{statistics.median(hook_ms['pg']):.1f} / "
+                  f"{statistics.median(hook_ms['sqlite']):.1f} ms | "
+                  f"{statistics.median(after_pg):.2f} / {statistics.median(after_sqlite):.2f} ms "
+                  f"| {load()} |", flush=True)
+            for config in configs:
+                variant = PgSearchIndex(pg, DirectorySource(ws), config=config)
+                variant.rebuild(False)
+                for ranking in rankings:
+                    mean, same = agreement(ws, variant, queries, ranking)
+                    AGREEMENT.append(f"| {topics / 1e6:.1f} MB | {config} | {ranking} | "
+                                     f"{mean:.1%} | {same:.1%} |")
+
+
+AGREEMENT: list[str] = []
+
+
+def _writes(ws: Workspace, index: PgSearchIndex, queries: list[str],
+            writes: int) -> tuple[list[float], list[float]]:
+    """Add a paragraph to one topic per write (a real transaction), then time one query on
+    each index and check both find the new words."""
+    root = Path(ws.root)
+    files = sorted(p.relative_to(root).as_posix() for p in (root / "topics").rglob("*.md"))
+    sid = "openprogram/s-0/n0"
+    after_sqlite, after_pg = [], []
+    for i in range(writes):
+        rel = files[(i * 7919) % len(files)]
+        with ws.begin(allowed_sources=[sid]) as tx:
+            path = tx.stage / rel
+            path.write_text(path.read_text() + f"\nA new paragraph marker{i}x.[^e1]\n\n"
+                            f"[^e1]: Time: `2026-09-01`; Sources: [new]({sid})\n")
+            assert tx.commit("bench: write").changed_files == [rel]
+        q = queries[i % len(queries)]
+        after_sqlite.append(ms(search, ws, q))
+        after_pg.append(ms(pg_search, index, q))
+        assert [h.path for h in search(ws, f"marker{i}x")] == [rel]
+        assert [h.path for h in pg_search(index, f"marker{i}x")] == [rel]
+    return after_sqlite, after_pg
+
+
+def english(url: str, sessions: int, configs: list[str], rankings: list[str]) -> None:
+    """The same agreement on English memory: bench_recall's conversations (projects whose
+    values are set and corrected) written by the embedded writer through the real write path,
+    asked "<codename> <line>" and "what is the <line> of <codename> now?" (stop words, word
+    forms: where the text search configurations differ)."""
+    from bench_recall import EmbeddedWriter, build, generate
+
+    convs = generate(sessions, 16)
+    with tempfile.TemporaryDirectory(prefix="bench-pg-search-en-") as tmp:
+        ws = build(Path(tmp), convs, EmbeddedWriter(), 400)["mem"].workspace
+        queries = [q for conv in convs for line in conv.lines
+                   for q in (f"{conv.codename} {line.attr}",
+                             f"what is the {line.attr} of {conv.codename} now?")]
+        with PgHome.open(fresh_home(url)) as pg:
+            for config in configs:
+                index = PgSearchIndex(pg, DirectorySource(ws), config=config)
+                docs = index.rebuild(False)
+                for ranking in rankings:
+                    mean, same = agreement(ws, index, queries, ranking)
+                    AGREEMENT.append(f"| English, {docs} claims, {len(queries)} queries | "
+                                     f"{config} | {ranking} | {mean:.1%} | {same:.1%} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="0.5,2", help="MB of topics, comma separated")
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--writes", type=int, default=8)
+    ap.add_argument("--configs", default="scriptorium_stem,english,simple")
+    ap.add_argument("--rankings", default="bm25,ts_rank_cd")
+    ap.add_argument("--english-sessions", type=int, default=30,
+                    help="bench_recall conversations for the English agreement (0: skip)")
+    ap.add_argument("--pg", help="a PostgreSQL server URL (default: start a throwaway one)")
+    args = ap.parse_args()
+    server = None
+    url = args.pg
+    if url is None:
+        sys.path.insert(0, str(REPO / "tests"))
+        from pgserver import PgServer
+
+        server = PgServer()
+        url = server.start()
+    try:
+        print(f"python {sys.version.split()[0]}; load average at start {load()}; "
+              "PostgreSQL on 127.0.0.1; ours = PostgreSQL home, baseline = directory home "
+              "(SQLite FTS5)\n")
+        print("| topics | documents | index build: PG / SQLite | warm query p50: PG / SQLite | "
+              "warm p95: PG / SQLite | index update per write (hook): PG / SQLite | first "
+              "query after a write: PG / SQLite | load |")
+        print("|---|---|---|---|---|---|---|---|")
+        for mb in (float(x) for x in args.sizes.split(",")):
+            rnd = random.Random(11)
+            vocab = vocabulary(random.Random(7))
+            queries = [" ".join(rnd.sample(vocab[20:1500], rnd.randint(1, 3)))
+                       for _ in range(args.queries)]
+            one_size(url, mb, queries, args.writes, args.configs.split(","),
+                     args.rankings.split(","))
+        if args.english_sessions:
+            english(url, args.english_sessions, args.configs.split(","),
+                    args.rankings.split(","))
+        print("\nTop-5 agreement with the SQLite BM25 ranking (same topics, same queries):\n")
+        print("| topics | text search config | ranking | top-5 overlap | identical top 5 |")
+        print("|---|---|---|---|---|")
+        print("\n".join(AGREEMENT))
+        print(f"\nload average at end {load()}")
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
