@@ -137,3 +137,51 @@ def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float 
         watcher.run_forever(stop, on_report=show, wake_fds=[wake_r])
     except KeyboardInterrupt:
         pass
+
+
+@command(memory, "work")
+@click.option("--drain", is_flag=True,
+              help="Write everything pending now (every owed session-boundary write), then "
+                   "exit.")
+@click.option("--until-idle", is_flag=True,
+              help="Exit once nothing is owed (sessions still moving are waited for).")
+@click.option("--idle-seconds", type=click.FloatRange(min=0), default=None,
+              help="How long a session must be quiet before its session-boundary write "
+                   "(default: the watcher's, 1800).")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=None,
+              help="Safety-net wake-up in seconds when nothing is announced (default 60); "
+                   "head moves wake the worker at once (LISTEN).")
+def work_cmd(app: App, drain: bool, until_idle: bool, idle_seconds: float | None,
+             interval: float | None) -> None:
+    """Run a worker of a PostgreSQL home: claim due (session, branch) jobs (SKIP LOCKED, so
+    any number of workers on any hosts share them) and write them. SIGTERM stops it between
+    jobs (a job under way finishes) and exits 0."""
+    import os
+    import signal
+    import threading
+
+    mem = app.memory()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    wake_r, wake_w = os.pipe()  # a signal writes here, ending the worker's sleep at once
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    failed = []
+
+    def show(report: Any) -> None:
+        if report.failure:
+            failed.append(report)
+        output(app, report.to_dict(), lambda _d: report.line())
+
+    try:
+        summary = mem.work(stop=stop, until_idle=until_idle or drain, drain=drain,
+                           idle_seconds=idle_seconds, interval_seconds=interval,
+                           on_report=show, wake_fds=[wake_r],
+                           on_ready=lambda: click.echo("working (SIGTERM stops between jobs)",
+                                                       err=True))
+    except KeyboardInterrupt:
+        return
+    output(app, summary.to_dict(), lambda d: f"worker {d['worker']}: {d['jobs']} job(s), "
+                                             f"{d['failed']} failed ({d['stopped_by']})")
+    if failed and (drain or until_idle):
+        sys.exit(1)

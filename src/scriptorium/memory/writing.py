@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover - upkeep modules load on first use: a ligh
     from .reorganize import ReorganizeReport
     from .verify import VerifyReport
     from .watcher import IdleWatcher, PassReport
+    from ..postgres.worker import JobReport, WorkSummary
 
 __all__ = ["Memory", "SessionResult", "StepResult", "to_source_record"]
 
@@ -636,6 +637,25 @@ class Memory:
         """One polling pass of the watcher over every session (``retry_failed``: also those
         whose last write failed for good)."""
         return self.watcher().run_once(now, retry_failed=retry_failed)
+
+    def work(self, *, stop: threading.Event | None = None, until_idle: bool = False,
+             drain: bool = False, idle_seconds: float | None = None,
+             interval_seconds: float | None = None,
+             on_report: Callable[["JobReport"], None] | None = None,
+             on_ready: Callable[[], None] | None = None,
+             wake_fds: Sequence[int] = ()) -> "WorkSummary":
+        """Run a queue worker of this PostgreSQL home (``memory work``) until ``stop`` is set
+        (``until_idle``: or nothing is owed); ``drain``: every owed job is due now. See
+        :func:`scriptorium.memory.work.make_worker`; a directory home has none (use watch)."""
+        from .work import make_worker
+
+        worker = make_worker(self, idle_seconds=idle_seconds,
+                             interval_seconds=interval_seconds, drain=drain)
+        try:
+            return worker.run(stop, until_idle=until_idle, wake_fds=wake_fds,
+                              on_report=on_report, on_ready=on_ready)
+        finally:
+            worker.close()
 
     def watch(self, *, stop: threading.Event | None = None, max_passes: int | None = None,
               on_report: Callable[["PassReport"], None] | None = None,

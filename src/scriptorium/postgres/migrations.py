@@ -17,6 +17,60 @@ from typing import Any
 
 from ..errors import CorruptFile, ReasonCode
 
+# The job queue, fed by a trigger on the head-move log in the same transaction as each move.
+# work_queue (the trigger's, never locked by a worker) says when a session last moved;
+# work_claims (the worker's: locked FOR UPDATE while it works, so a dead worker's claim ends
+# with its connection; the trigger only inserts it, ON CONFLICT DO NOTHING, which never waits
+# on that lock) says how far its jobs are done; work_left lists the tips the head left.
+# Moves made before this step (an upgraded home) are queued once here.
+WORK_QUEUE = """
+    CREATE TABLE work_queue (
+        session_id text PRIMARY KEY,
+        last_seq   bigint NOT NULL,
+        last_at    double precision NOT NULL
+    );
+    CREATE TABLE work_claims (
+        session_id   text PRIMARY KEY,
+        moves_seq    bigint NOT NULL DEFAULT 0,
+        boundary_seq bigint NOT NULL DEFAULT 0,
+        attempts     integer NOT NULL DEFAULT 0,
+        retry_at     double precision,
+        failure      jsonb,
+        done_by      text,
+        done_at      double precision
+    );
+    CREATE TABLE work_left (
+        session_id text NOT NULL,
+        tip        text NOT NULL,
+        new_tip    text,
+        seq        bigint NOT NULL,
+        PRIMARY KEY (session_id, tip)
+    );
+    CREATE FUNCTION work_feed() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    BEGIN
+        INSERT INTO work_queue AS q (session_id, last_seq, last_at)
+        VALUES (NEW.session_id, NEW.seq, extract(epoch FROM clock_timestamp()))
+        ON CONFLICT (session_id) DO UPDATE
+            SET last_seq = greatest(q.last_seq, EXCLUDED.last_seq), last_at = EXCLUDED.last_at;
+        INSERT INTO work_claims (session_id) VALUES (NEW.session_id) ON CONFLICT DO NOTHING;
+        IF NEW.old_head IS NOT NULL AND NEW.old_head IS DISTINCT FROM NEW.new_head THEN
+            INSERT INTO work_left AS l (session_id, tip, new_tip, seq)
+            VALUES (NEW.session_id, NEW.old_head, NEW.new_head, NEW.seq)
+            ON CONFLICT (session_id, tip) DO UPDATE
+                SET new_tip = EXCLUDED.new_tip, seq = EXCLUDED.seq;
+        END IF;
+        PERFORM pg_notify(TG_TABLE_SCHEMA || '_work', NEW.session_id);
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER work_feed AFTER INSERT ON head_moves
+        FOR EACH ROW EXECUTE FUNCTION work_feed();
+    INSERT INTO work_queue (session_id, last_seq, last_at)
+        SELECT session_id, max(seq), extract(epoch FROM clock_timestamp())
+        FROM head_moves GROUP BY session_id;
+    INSERT INTO work_claims (session_id) SELECT session_id FROM work_queue;
+"""
+
 # component -> ordered steps; step i (0-based) brings the component to version i + 1
 MIGRATIONS: dict[str, list[str]] = {
     "home": [
@@ -143,8 +197,8 @@ MIGRATIONS: dict[str, list[str]] = {
         );
         """,
     ],
-    # the writer job queue (`memory work`)
-    "work": [],
+    # the writer job queue (`memory work`): see scriptorium.postgres.jobs
+    "work": [WORK_QUEUE],
 }
 
 

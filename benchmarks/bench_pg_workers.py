@@ -1,0 +1,355 @@
+"""Memory workers on one PostgreSQL home (`memory work`), side by side, with the machine load.
+
+1. The queue alone: 1, 2 and 4 worker processes draining one job per session (the sessions'
+   head moves fed through the trigger), with a probe job (tests/postgres/work_proc.py), so
+   the figure is the claim / record / notify cost, no memory write: jobs/s between the first
+   and the last job recorded (process start-up excluded; the wall time includes it), the
+   ratio to one worker, duplicates (a job body completed twice) and omissions (a session never done);
+   then the same with a worker SIGKILLed every few seconds (and replaced). Also the feed's
+   cost per head move (the trigger) against the same inserts without it.
+2. The memory write: 1, 2 and 4 worker processes (`memory work --drain`'s library call,
+   through tests/postgres/work_proc.py --memory) writing SESSIONS x TURNS with the embedded
+   writer on a PostgreSQL home — turns/s between the first and the last job done (start-up
+   excluded; the wall time includes it), ratio, duplicates (a turn handed to the writer
+   twice; citations beyond those of the one-worker run on the same sessions) and omissions
+   (a turn still pending), and the same under SIGKILLs. Needs the PostgreSQL session store
+   and workspace (`Memory.open(url)`); without them the section says so instead.
+3. One process writing every session (`Memory.write(force=True)`): directory home vs
+   PostgreSQL home (the latter as 2).
+
+Run:  python benchmarks/bench_pg_workers.py [--sessions 1000] [--turns 50] [--quick]
+      [--queue-sessions N] [--kill-every S] [--only queue|memory|single]
+      [--url postgresql://...]   (default: $SCRIPTORIUM_TEST_PG, else a throwaway server)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "postgres")]
+
+from pgserver import ENV, PgServer, home_url  # noqa: E402
+from scriptorium.memory.work import pg_home_of  # noqa: E402
+from scriptorium.postgres.connect import PgHome  # noqa: E402
+from scriptorium.postgres.jobs import queue_status  # noqa: E402
+from workkit import PROC, open_home, probe  # noqa: E402
+
+WORKERS = (1, 2, 4)
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"),
+                                                          os.environ.get("PYTHONPATH", "")])}
+
+
+# -- running worker processes, with or without a killer ------------------------------------
+
+def run_workers(spawn: Callable[[int, Any], subprocess.Popen], count: int,
+                kill_every: float | None, owing: Callable[[], int]) -> dict[str, Any]:
+    """Start ``count`` workers and wait for all to exit (they drain, then stop). With
+    ``kill_every``: every that many seconds, while work is owed, SIGKILL a random live worker
+    and start a replacement. Returns the wall time, kills, and every worker's stdout (each
+    goes to a file: a pipe nobody reads would stop a worker once full)."""
+    files: list[Any] = []
+
+    def start(i: int) -> subprocess.Popen:
+        files.append(tempfile.TemporaryFile("w+"))
+        return spawn(i, files[-1])
+
+    began = time.perf_counter()
+    procs = [start(i) for i in range(count)]
+    kills = 0
+    next_kill = time.monotonic() + (kill_every or 0)
+    while any(p.poll() is None for p in procs):
+        time.sleep(0.05)
+        if kill_every and time.monotonic() >= next_kill:
+            next_kill = time.monotonic() + kill_every
+            live = [p for p in procs if p.poll() is None]
+            if live and owing() > 0:
+                random.choice(live).send_signal(signal.SIGKILL)
+                kills += 1
+                procs.append(start(len(procs)))
+    if kill_every and owing() > 0:  # the last kill landed after every other worker ended
+        start(len(procs)).wait()
+    wall = time.perf_counter() - began
+    outputs = []
+    for fh in files:
+        fh.seek(0)
+        outputs.append(fh.read())
+        fh.close()
+    return {"wall": wall, "kills": kills, "outputs": outputs}
+
+
+# -- 1. the queue alone ----------------------------------------------------------------------
+
+def seed_moves(pg: PgHome, sessions: int, turns: int, table: str = "head_moves") -> float:
+    """``turns`` head moves per session (an append each), in one transaction; seconds."""
+    start = time.perf_counter()
+    with pg.connection() as conn:
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} (session_id, old_head, new_head, at)"
+                            " VALUES (%s, %s, %s, 0)",
+                            [(f"s{s:05d}", f"t{t - 1}" if t else None, f"t{t}")
+                             for s in range(sessions) for t in range(turns)])
+    return time.perf_counter() - start
+
+
+def queue_section(base: str, sessions: int, turns: int, kill_every: float) -> list[dict]:
+    rows = []
+    for count, kill in [(k, None) for k in WORKERS] + [(4, kill_every)]:
+        url = home_url(base, "bq")
+        pg = open_home(url)
+        seed = seed_moves(pg, sessions, turns)
+        if count == 1 and kill is None:
+            with pg.connection() as conn:
+                conn.execute("CREATE TABLE moves_plain (LIKE head_moves INCLUDING DEFAULTS)")
+            plain = seed_moves(pg, sessions, turns, "moves_plain")
+            moves = sessions * turns
+            rows.append({"what": f"feed: {moves} head moves, trigger vs none",
+                         "ours_ms": seed * 1000, "base_ms": plain * 1000,
+                         "note": f"{seed / moves * 1e6:.0f} µs/move with the trigger, "
+                                 f"{plain / moves * 1e6:.0f} µs without"})
+
+        def owing() -> int:
+            with pg.connection() as conn:
+                return queue_status(conn)["owing"]
+
+        def spawn(i: int, out: Any) -> subprocess.Popen:
+            return subprocess.Popen([sys.executable, str(PROC), url, "--name", f"w{i}",
+                                     "--drain", "--until-idle", "--interval", "2"],
+                                    stdout=out, stderr=subprocess.DEVNULL, env=env())
+
+        run = run_workers(spawn, count, kill, owing)
+        events = probe(pg)
+        done = Counter(sid for sid, _seq, _w, ev in events if ev == "done")
+        overlaps = sum(1 for *_, ev in events if ev == "overlap")  # one job run twice at once
+        with pg.connection() as conn:  # first to last job recorded, on the database's clock
+            window = conn.execute("SELECT max(done_at) - min(done_at) FROM work_claims"
+                                  ).fetchone()[0] or run["wall"]
+        rows.append({"what": f"queue, {count} worker(s)" + (
+                     f", SIGKILL every {kill:g} s ({run['kills']} kills)" if kill else ""),
+                     "workers": count, "jobs_s": (sessions - 1) / window,
+                     "wall_s": run["wall"],
+                     "duplicates": f"{overlaps} / {sum(n - 1 for n in done.values() if n > 1)}",
+                     "omissions": sessions - len(done) + owing(), "killed": bool(kill)})
+        pg.close()
+    one = next(r for r in rows if r.get("workers") == 1)
+    for r in rows:
+        if "jobs_s" in r:
+            r["ratio"] = r["jobs_s"] / one["jobs_s"]
+    return rows
+
+
+# -- 2 and 3. the memory write ----------------------------------------------------------------
+
+# each session talks about its own subject (a word, numbered past the list), so writers of
+# different sessions mostly write different topics, as different conversations do
+SUBJECTS = ["harbour", "ledger", "kiln", "orchard", "beacon", "quarry", "lantern", "meadow",
+            "anvil", "compass", "glacier", "thicket", "foundry", "estuary", "parapet", "sextant"]
+TEXTS = ["The {w} review for team {n} moved to day {k}.",
+         "Budget for the {w} work of team {n} is {k} thousand euros.",
+         "Team {n} agreed the {w} owner reports on day {k}."]
+
+
+def seed_sessions(store: Any, sessions: int, turns: int) -> int:
+    """SESSIONS linear sessions of TURNS turns through the store's bulk appender (what an
+    importer uses); the number of turns."""
+    from scriptorium.sessions.node import Node
+
+    for s in range(sessions):
+        sid = f"s{s:05d}"
+        subject = SUBJECTS[s % len(SUBJECTS)] + ("" if s < len(SUBJECTS) else str(s))
+        store.create_session(sid)
+        with store.bulk(sid) as bulk:
+            prev = None
+            for t in range(turns):
+                node = Node(id=f"{sid}-{t}", created_at=1_700_000_000.0 + t,
+                            role="user" if t % 2 == 0 else "llm", predecessor=prev,
+                            output=TEXTS[t % 3].format(w=subject, n=s, k=t))
+                bulk.append(node)
+                prev = node.id
+            bulk.set_head(prev)
+    return sessions * turns
+
+
+def owed(mem: Any) -> int:
+    """Turns still pending on any live branch of any session."""
+    return sum(len(mem.pending(row["session_id"], tip)) for row in mem.store.list_sessions()
+               for tip in mem.live_tips(row["session_id"]))
+
+
+def pg_memory(url: str) -> tuple[Any, str]:
+    """``Memory.open(url)`` if this build has the PostgreSQL memory home, else (None, why)."""
+    import importlib.util
+
+    from scriptorium.memory.writing import Memory
+
+    if importlib.util.find_spec("scriptorium.memory.pg_workspace") is None:
+        return None, ("this build has no PostgreSQL memory workspace "
+                      "(scriptorium.memory.pg_workspace, branch pg-memory)")
+    try:
+        return Memory.open(url), ""
+    except Exception as exc:  # report what failed, never a guessed figure
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def memory_section(base: str, sessions: int, turns: int, kill_every: float) -> list[dict]:
+    from scriptorium.memory.citations import citation_map
+
+    rows = []
+    clean: Counter = Counter()
+    for count, kill in [(k, None) for k in WORKERS] + [(4, kill_every)]:
+        url = home_url(base, "bm")
+        mem, why = pg_memory(url)
+        label = f"memory work, {count} worker(s)" + (f", SIGKILL every {kill:g} s" if kill
+                                                      else "")
+        if mem is None:
+            return [{"what": "memory work on a PostgreSQL home", "missing": why}]
+        total = seed_sessions(mem.store, sessions, turns)
+
+        def spawn(i: int, out: Any) -> subprocess.Popen:  # what `memory work --drain` runs
+            return subprocess.Popen([sys.executable, str(PROC), url, "--name", f"m{i}",
+                                     "--memory", "--drain", "--until-idle", "--interval", "2"],
+                                    stdout=out, stderr=subprocess.DEVNULL, env=env())
+
+        def pending_jobs() -> int:
+            with pg_home_of(mem).connection() as conn:
+                return queue_status(conn)["owing"]
+
+        run = run_workers(spawn, count, kill, pending_jobs)
+        marked = Counter(node for out in run["outputs"] for line in out.splitlines()
+                         if line.startswith("{")
+                         for node in json.loads(line).get("marked", []))
+        failures = Counter(json.loads(line)["failure"]["reason_code"]
+                           for out in run["outputs"] for line in out.splitlines()
+                           if line.startswith("{") and json.loads(line).get("failure"))
+        cited = Counter({src: len(blocks) for src, blocks in
+                         citation_map(mem.workspace).items()})
+        clean = clean or cited  # the first run (one worker, no kills) is the reference
+        with pg_home_of(mem).connection() as conn:  # first to last job, database clock
+            window = conn.execute("SELECT max(done_at) - min(done_at) FROM work_claims"
+                                  ).fetchone()[0] or run["wall"]
+        retried = ", ".join(f"{n} {code}" for code, n in failures.items())
+        rows.append({"what": label + (f" ({run['kills']} kills)" if kill else "")
+                     + (f"; retried: {retried}" if retried else ""),
+                     "workers": count, "turns_s": (sessions - 1) * turns / window,
+                     "wall_s": run["wall"],
+                     "duplicates": f"{sum(n - 1 for n in marked.values() if n > 1)} / "
+                                   f"{sum((cited - clean).values())}",
+                     "omissions": owed(mem), "killed": bool(kill)})
+        mem.close()
+    one = next(r for r in rows if r.get("workers") == 1)
+    for r in rows:
+        r["ratio"] = r["turns_s"] / one["turns_s"]
+    return rows
+
+
+def single_section(base: str, sessions: int, turns: int) -> list[dict]:
+    from scriptorium.config import load_settings
+    from scriptorium.memory.writing import Memory
+    from scriptorium.sessions import SessionStore
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        total = seed_sessions(SessionStore(home / "sessions"), sessions, turns)
+        mem = Memory(home, settings=load_settings(home))
+        start = time.perf_counter()
+        results = mem.write(force=True)
+        wall = time.perf_counter() - start
+        assert not [r for r in results if r.failure], "a directory write failed"
+        rows.append({"what": "one process, directory home", "turns_s": total / wall,
+                     "wall_s": wall, "omissions": owed(mem)})
+    mem, why = pg_memory(home_url(base, "bs"))
+    if mem is None:
+        rows.append({"what": "one process, PostgreSQL home", "missing": why})
+        return rows
+    total = seed_sessions(mem.store, sessions, turns)
+    start = time.perf_counter()
+    mem.write(force=True)
+    wall = time.perf_counter() - start
+    rows.append({"what": "one process, PostgreSQL home", "turns_s": total / wall,
+                 "wall_s": wall, "omissions": owed(mem)})
+    mem.close()
+    rows[-1]["ratio"] = rows[-1]["turns_s"] / rows[0]["turns_s"]
+    return rows
+
+
+# -- the report ------------------------------------------------------------------------------
+
+def show(title: str, rows: list[dict], rate: str, twice: str = "duplicates") -> None:
+    print(f"\n## {title}\n")
+    print(f"| what | {rate} | ratio to 1 | wall s | {twice} | omissions |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        if "missing" in r:
+            print(f"| {r['what']} | not measurable yet: {r['missing']} | | | | |")
+        elif "ours_ms" in r:
+            print(f"| {r['what']} | {r['note']} | {r['ours_ms'] / r['base_ms']:.2f}x the "
+                  f"plain insert | {r['ours_ms'] / 1000:.2f} | | |")
+        else:
+            ratio = f"{r['ratio']:.2f}x" if "ratio" in r else ""
+            print(f"| {r['what']} | {r[rate]:.1f} | {ratio} | {r['wall_s']:.2f} | "
+                  f"{r.get('duplicates', '')} | {r['omissions']} |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=1000)
+    ap.add_argument("--queue-sessions", type=int, default=None,
+                    help="sessions for the queue-alone section (default: --sessions)")
+    ap.add_argument("--turns", type=int, default=50)
+    ap.add_argument("--kill-every", type=float, default=None,
+                    help="seconds between SIGKILLs (default 3, --quick 0.5)")
+    ap.add_argument("--quick", action="store_true", help="100 sessions x 10 turns")
+    ap.add_argument("--url", default=os.environ.get(ENV))
+    ap.add_argument("--only", choices=["queue", "memory", "single"], default=None)
+    args = ap.parse_args()
+    if args.quick:
+        args.sessions, args.turns = 100, 10
+    if args.kill_every is None:
+        args.kill_every = 0.5 if args.quick else 3.0
+    server = None
+    if not args.url:
+        server = PgServer()
+        args.url = server.start()
+    try:
+        print(f"# bench_pg_workers: {args.sessions} sessions x {args.turns} turns, "
+              f"{os.cpu_count()} cores, load {load()} at start")
+        if args.only in (None, "queue"):
+            show("the queue alone (probe jobs)", queue_section(
+                args.url, args.queue_sessions or args.sessions, args.turns, args.kill_every),
+                 "jobs_s",
+                 "run twice at once / bodies run twice (a kill between body and commit)")
+        if args.only in (None, "memory"):
+            show("memory work (embedded writer)", memory_section(
+                args.url, args.sessions, args.turns, args.kill_every), "turns_s",
+                 "turns handed to the writer twice / citations beyond the 1-worker run")
+        if args.only in (None, "single"):
+            show("one writing process: directory vs PostgreSQL home", single_section(
+                args.url, args.sessions, args.turns), "turns_s")
+        print(f"\nload {load()} at end")
+    finally:
+        if server is not None:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
