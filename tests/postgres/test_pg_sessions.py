@@ -233,3 +233,26 @@ def test_a_refused_write_keeps_the_cache_and_a_rolled_back_one_drops_it(store):
             bulk.append(Node(id="a2", role="llm", output="no", predecessor="ghost"))
     assert "s" not in store._indexes  # a1 was in the graph, not in the database
     assert [n.id for n in store.get_nodes("s")] == ["u1"]
+
+
+def test_visiting_many_sessions_keeps_a_bounded_number_in_memory_and_reads_them_back(
+        store, monkeypatch):
+    from scriptorium.sessions import pg_store
+
+    monkeypatch.setattr(pg_store, "MAX_OPEN_SESSIONS", 3)
+    for s in range(8):
+        store.create_session(f"s{s}")
+        for i in range(3):
+            store.append_message(f"s{s}", {"id": f"n{i}", "role": "user", "content": f"t{i}"})
+    before = {f"s{s}": [n.to_json() for n in store.get_nodes(f"s{s}")] for s in range(8)}
+    for s in range(8):
+        store.line(f"s{s}")
+        store.merge_node_metadata_batch(f"s{s}", {"n0": {"memory_written_scriptorium": "w-1"}})
+    assert list(store._indexes) == ["s5", "s6", "s7"]
+    assert {sid for sid, _ in store._lines} <= set(store._indexes)
+    again = {f"s{s}": [n.to_json() for n in store.get_nodes(f"s{s}")] for s in range(8)}
+    for sid, nodes in before.items():  # a session let go reads back the same (and its mark)
+        assert [{**n, "metadata": {k: v for k, v in n["metadata"].items()
+                                   if k != "memory_written_scriptorium"}}
+                for n in again[sid]] == nodes
+        assert again[sid][0]["metadata"]["memory_written_scriptorium"] == "w-1"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import ConcurrentUpdate, CorruptFile, InvalidInput
@@ -46,6 +47,7 @@ from .pg_bulk import PgBulkAppender
 from .pg_events import PgHeadMoveLog, log_moves
 from .pg_rows import INSERT_NODE, PgIndex, PgOp, jsonb, node_json
 from .reads import ReadOps
+from .store import MAX_OPEN_SESSIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..postgres.connect import PgHome
@@ -64,7 +66,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         self.root = pg.target.display  # where error messages say the sessions live
         self.channel = NOTIFY_PREFIX + pg.target.home
         self.events = PgHeadMoveLog(pg, self.channel)  # head moves, told to other processes
-        self._indexes: dict[str, PgIndex] = {}
+        self._indexes: OrderedDict[str, PgIndex] = OrderedDict()  # LRU, see MAX_OPEN_SESSIONS
         self._tlocks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
         self._listeners: list[HeadListener] = []
@@ -111,6 +113,10 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
             idx = self._indexes.get(sid)
             if idx is None or rev < idx.rev:  # first read, or a home recreated under us
                 idx = self._indexes[sid] = PgIndex(sid)
+            self._indexes.move_to_end(sid)
+            while len(self._indexes) > MAX_OPEN_SESSIONS:  # a walk of every session: bounded
+                old, _ = self._indexes.popitem(last=False)
+                self._forget_lines(old)
         if rev != idx.rev:
             idx.learn(conn.execute("SELECT body, rev FROM nodes WHERE session_id = %s AND "
                                    "rev > %s ORDER BY seq", (sid, idx.rev)))
