@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from testkit import examples
 
 from scriptorium.memory.search import SearchIndex, attach, search
+from scriptorium.memory.search import documents as documents_mod
 from scriptorium.memory.search import index as index_mod
 from scriptorium.memory.workspace import Workspace
 
@@ -346,8 +347,8 @@ def test_unresolved_citations_are_looked_at_again_only_after_something_was_archi
         "[^e-0123456789]: Time: `2026-08-02`; Sources: [x](openprogram/late/n1)\n")
     search(ws, "gamma")
     parsed: list[str] = []
-    real = index_mod.parse_topic
-    monkeypatch.setattr(index_mod, "parse_topic",
+    real = documents_mod.parse_topic  # the index parses topics through documents.py
+    monkeypatch.setattr(documents_mod, "parse_topic",
                         lambda text, path, strict: parsed.append(path) or real(text, path,
                                                                                strict=strict))
     write_paragraphs(ws, "topics/c.md", [[("Delta.", ["openprogram/s/n0"], "2026-08-02")]])

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterable
 
-from ..sources import Frame
-from ..topics import TopicDoc
+from ..sources import Frame, parse_v2, read_legacy, read_text
+from ..topics import TopicDoc, parse_topic
 
 WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK = (r"\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
@@ -218,3 +218,31 @@ def frame_documents(frames: Iterable[Frame]) -> list[Document]:
             speakers=keys, speaker=frame.label or "",
             trusted=bool(frame.trusted)))
     return out
+
+
+# What the index holds, by the folder a memory file lives in.
+KINDS = ("topic", "source")
+TOP = {"topic": "topics", "source": "sources"}
+
+
+def kind_of(rel: str) -> str | None:
+    """``topic`` for ``topics/**.md``, ``source`` for ``sources/**.md``, else None."""
+    top, _, rest = rel.partition("/")
+    if not rest or not rel.endswith(".md"):
+        return None
+    return {"topics": "topic", "sources": "source"}.get(top)
+
+
+def file_documents(rel: str, data: bytes, resolve: Resolve, trusted: Trusted,
+                   speakers: Speakers) -> tuple[list[Document], int]:
+    """The documents of one memory file (either index's): a topic's claims, parsed leniently
+    (a hand edit must still be found; footnotes resolved through ``resolve``, ``trusted`` and
+    ``speakers``), with how many footnotes did not resolve; a source file's frames."""
+    if kind_of(rel) == "topic":
+        doc = parse_topic(data.decode("utf-8", errors="replace"), rel, strict=False)
+        return claim_documents(doc, resolve, trusted, speakers)
+    text = read_text(data)
+    parts = rel.split("/")
+    frames = parse_v2(text, rel).frames if len(parts) == 4 and parts[2] == "_v2" \
+        else read_legacy(text, rel)
+    return frame_documents(frames), 0

@@ -41,10 +41,9 @@ from typing import Any, Iterable
 
 from ...errors import ConcurrentUpdate, ReasonCode
 from ..catalog import markdown_files, sources_signature
-from ..sources import SourceArchive, parse_v2, read_legacy, read_text
-from ..topics import parse_topic
+from ..sources import SourceArchive
 from ..directory import read_generation
-from .documents import Document, claim_documents, frame_documents, logical_path
+from .documents import KINDS, TOP, Document, file_documents, kind_of, logical_path
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)
@@ -62,9 +61,7 @@ RACY_FINE_NS = 100_000_000
 # topic files (a stat each) only when it moved or when the last walk is older than this: a
 # hand edit outside any transaction is seen within this long.
 FULL_CHECK_NS = 2_000_000_000
-KINDS = ("topic", "source")
 OPTIMIZE_AFTER = 1000  # documents a build must hold to be merged into one FTS segment
-_TOP = {"topic": "topics", "source": "sources"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -158,13 +155,6 @@ def _generation(runtime_dir: Path) -> int:
     """The install counter; 0 before the first install (topics that came without one, copied
     or hand-written, are seen by the periodic full check like any hand edit)."""
     return read_generation(runtime_dir) or 0
-
-
-def _kind_of(rel: str) -> str | None:
-    top, _, rest = rel.partition("/")
-    if not rest or not rel.endswith(".md"):
-        return None
-    return {"topics": "topic", "sources": "source"}.get(top)
 
 
 class _Inserts:
@@ -373,7 +363,7 @@ class SearchIndex:
         kinds = tuple(kinds)
         disk: dict[str, os.stat_result] = {}
         for kind in kinds:
-            disk.update(markdown_files(self.root, _TOP[kind]))
+            disk.update(markdown_files(self.root, TOP[kind]))
         todo: list[str] = []
         settled: list[str] = []
         now = time.time_ns()
@@ -425,12 +415,12 @@ class SearchIndex:
         with self._lock:
             conn = self.connection()
             self._sync_rows(conn)
-            wanted = {p for p in (str(p).replace(os.sep, "/") for p in paths) if _kind_of(p)}
+            wanted = {p for p in (str(p).replace(os.sep, "/") for p in paths) if kind_of(p)}
             signature = sources_signature(self.root)
             if signature != self._sources_seen:  # something was archived since: look again
                 wanted |= {rel for rel, row in self._files.items() if row.unresolved}
             indexed = self._indexed_kinds(conn) | {"topic"}  # sources: only once asked for
-            wanted = {p for p in wanted if _kind_of(p) in indexed}
+            wanted = {p for p in wanted if kind_of(p) in indexed}
             todo, gone = [], []
             for rel in sorted(wanted):
                 try:
@@ -527,7 +517,7 @@ class SearchIndex:
                 self._replace_docs(conn, rel, docs, inserts, known=row is not None)
                 conn.execute("DELETE FROM files WHERE path=?", (rel,))
                 conn.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)",
-                             (rel, _kind_of(rel), *fp, sha, now, unresolved))
+                             (rel, kind_of(rel), *fp, sha, now, unresolved))
                 reindexed += 1
             inserts.flush()
             built = inserts.first_id == 1 and inserts.next_id > OPTIMIZE_AFTER
@@ -568,17 +558,7 @@ class SearchIndex:
 
     def _documents(self, rel: str, data: bytes,
                    resolver: Resolver) -> tuple[list[Document], int]:
-        if _kind_of(rel) == "topic":
-            text = data.decode("utf-8", errors="replace")
-            doc = parse_topic(text, rel, strict=False)  # a hand edit must still be found
-            return claim_documents(doc, resolver.resolve, resolver.trusted, resolver.speakers)
-        text = read_text(data)
-        parts = rel.split("/")
-        if len(parts) == 4 and parts[2] == "_v2":
-            frames = parse_v2(text, rel).frames
-        else:
-            frames = read_legacy(text, rel)
-        return frame_documents(frames), 0
+        return file_documents(rel, data, resolver.resolve, resolver.trusted, resolver.speakers)
 
     @staticmethod
     def _old_docs(conn: sqlite3.Connection, rel: str) -> dict[int, tuple]:

@@ -26,8 +26,8 @@ from functools import lru_cache
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..topics import SUPERSEDED_MARK
-from .documents import WORD_RE, Document, logical_path
-from .pg_source import KINDS, DocumentSource, kind_of, wanted_paths
+from .documents import KINDS, WORD_RE, Document, kind_of, logical_path
+from .pg_source import DocumentSource, wanted_paths
 
 log = logging.getLogger(__name__)
 

@@ -17,20 +17,9 @@ from typing import Any, Iterable, Protocol
 
 from ..catalog import markdown_files, sources_signature
 from ..directory import read_generation
-from ..sources import Frame, parse_v2, read_legacy, read_text
-from ..topics import parse_topic
-from .documents import Document, claim_documents, frame_documents, speaker_keys
-
-KINDS = ("topic", "source")
-TOP = {"topic": "topics", "source": "sources"}
-
-
-def kind_of(rel: str) -> str | None:
-    """``topic`` for ``topics/**.md``, ``source`` for ``sources/**.md``, else None."""
-    top, _, rest = rel.partition("/")
-    if not rest or not rel.endswith(".md"):
-        return None
-    return {"topics": "topic", "sources": "source"}.get(top)
+from ..sources import Frame
+from .documents import KINDS, TOP, Document, file_documents as _file_documents, kind_of, \
+    speaker_keys
 
 
 class DocumentSource(Protocol):
@@ -56,29 +45,22 @@ def file_documents(rel: str, data: bytes, archive: Any) -> tuple[list[Document],
     """The documents of one memory file as the SQLite index makes them: a topic's claims
     (footnotes resolved through ``archive``: ``resolve_target`` and ``lookup``, as
     :class:`~scriptorium.memory.sources.SourceArchive` offers), a source file's frames."""
-    if kind_of(rel) == "topic":
-        doc = parse_topic(data.decode("utf-8", errors="replace"), rel, strict=False)
-        found: dict[str, Frame | None] = {}
+    found: dict[str, Frame | None] = {}
 
-        def frame(sid: str) -> Frame | None:
-            if sid not in found:
-                found[sid] = archive.lookup(sid)
-            return found[sid]
+    def frame(sid: str) -> Frame | None:
+        if sid not in found:
+            found[sid] = archive.lookup(sid)
+        return found[sid]
 
-        def trusted(sid: str) -> bool | None:
-            f = frame(sid)
-            return None if f is None else bool(f.trusted)
+    def trusted(sid: str) -> bool | None:
+        f = frame(sid)
+        return None if f is None else bool(f.trusted)
 
-        def speakers(sid: str) -> list[str]:
-            f = frame(sid)
-            return [] if f is None else speaker_keys(f)
+    def speakers(sid: str) -> list[str]:
+        f = frame(sid)
+        return [] if f is None else speaker_keys(f)
 
-        return claim_documents(doc, archive.resolve_target, trusted, speakers)
-    text = read_text(data)
-    parts = rel.split("/")
-    frames = parse_v2(text, rel).frames if len(parts) == 4 and parts[2] == "_v2" \
-        else read_legacy(text, rel)
-    return frame_documents(frames), 0
+    return _file_documents(rel, data, archive.resolve_target, trusted, speakers)
 
 
 class DirectorySource:
