@@ -14,15 +14,13 @@ column weights). ``ts_rank_cd`` is kept as an option for comparison.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from ...errors import InvalidInput
 from ..provenance import BranchReader
 from .pg_index import PgSearchIndex, words
-from ..records import PROVIDER
-from .query import (BM25_WEIGHTS, MAX_TOP_K, BRANCH_DEPTH, SUPERSESSION_DEPTH, Filters, Hit,
-                    _hit, _json_verbatim, check_arguments, query_terms, rank_for_reader)
+from .query import (BM25_WEIGHTS, Filters, Hit, _hit, check_arguments, query_terms,
+                    rank_for_reader, search_plan)
 from .supersession import rank_holding_first
 
 RANKINGS = ("bm25", "ts_rank_cd")
@@ -173,10 +171,7 @@ def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
         reader = BranchReader(store, session, head)
     elif reader is None and head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
-    if own_session and reader is not None and _json_verbatim(reader.session_id):
-        filters = dataclasses.replace(filters, cites=f'"{PROVIDER}/{reader.session_id}/')
-    depth = max(top_k, SUPERSESSION_DEPTH) if reader is None else \
-        min(MAX_TOP_K, max(BRANCH_DEPTH, 3 * top_k))
+    filters, depth = search_plan(filters, top_k, reader, own_session)
     ranked = rank_holding_first(index, ranked_rows(index, query, filters, depth, ranking),
                                 reader)
     if reader is None:

@@ -366,12 +366,9 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
         reader = branch_reader(workspace, session, head, store)
     elif reader is None and head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
-    if own_session and reader is not None and _json_verbatim(reader.session_id):
-        filters = dataclasses.replace(filters, cites=f'"{PROVIDER}/{reader.session_id}/')
+    filters, depth = search_plan(filters, top_k, reader, own_session)
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
-    depth = max(top_k, SUPERSESSION_DEPTH) if reader is None else \
-        min(MAX_TOP_K, max(BRANCH_DEPTH, 3 * top_k))
     index = SearchIndex.of(workspace)
     try:
         try:
@@ -404,6 +401,18 @@ def rank_for_reader(reader: BranchReader, ranked: list[tuple[dict[str, Any], flo
     for hit, prov in zip(hits, reader.classify_many([h.sources for h in hits])):
         hit.provenance = prov
     return hits
+
+
+def search_plan(filters: Filters, top_k: int, reader: BranchReader | None,
+                own_session: bool) -> tuple[Filters, int]:
+    """What either index is asked (SQLite here, PostgreSQL in :mod:`.pg_query`): the filters,
+    narrowed with ``own_session`` to claims citing the reader's conversation, and how many
+    candidates to rank before supersession and the reader's branch weights reorder them."""
+    if own_session and reader is not None and _json_verbatim(reader.session_id):
+        filters = dataclasses.replace(filters, cites=f'"{PROVIDER}/{reader.session_id}/')
+    depth = max(top_k, SUPERSESSION_DEPTH) if reader is None else \
+        min(MAX_TOP_K, max(BRANCH_DEPTH, 3 * top_k))
+    return filters, depth
 
 
 def branch_reader(workspace: Any, session: str, head: str | None,
