@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from ..errors import InvalidInput
 from .app import App, command, memory, output
 
 

@@ -45,7 +45,7 @@ from .stage import PARKED_PREFIX, StageError, checkout, park
 from .directory import TransactionResult
 from .topics import (
     TopicDoc, TopicFormatError, normalize_topic, parse_topic, parse_topic_bytes,
-    repoint_block_links, validate_tree,
+    repoint_block_links,
 )
 
 if TYPE_CHECKING:  # pragma: no cover

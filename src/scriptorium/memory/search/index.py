@@ -43,7 +43,7 @@ from ...errors import ConcurrentUpdate, ReasonCode
 from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
-from .documents import KINDS, TOP, Document, file_documents, kind_of, logical_path
+from .documents import TOP, Document, file_documents, kind_of, logical_path
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)

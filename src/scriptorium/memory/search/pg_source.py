@@ -18,8 +18,7 @@ from typing import Any, Iterable, Protocol
 from ..catalog import markdown_files, sources_signature
 from ..directory import read_generation
 from ..sources import Frame
-from .documents import KINDS, TOP, Document, file_documents as _file_documents, kind_of, \
-    speaker_keys
+from .documents import TOP, Document, file_documents as _file_documents, kind_of, speaker_keys
 
 
 class DocumentSource(Protocol):
