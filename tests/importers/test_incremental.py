@@ -5,31 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from pathlib import Path
 
 from cckit import SESSION, Transcript
+from importkit import forget, memory_of, node_versions
 from scriptorium.importers import import_sources
 from scriptorium.memory.records import MARK_KEY
-from scriptorium.memory.writing import Memory
-from scriptorium.sessions import SessionStore
 from testkit import RecordingWriter
 
 SID = f"cc-{SESSION}"
-
-
-def _history(store: SessionStore) -> dict[str, tuple[int, int]]:
-    hist = store.root / SID / "history"
-    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in hist.iterdir()}
-
-
-def _forget(home: Path, *tables: str) -> None:
-    """Drop bookkeeping rows, as a crash before they were committed would have."""
-    db = sqlite3.connect(home / "imports" / "state.sqlite")
-    with db:
-        for table in tables:
-            db.execute(f"DELETE FROM {table}")
-    db.close()
 
 
 def _cc(store, home, *paths):
@@ -42,13 +26,13 @@ def test_a_grown_transcript_adds_only_the_new_lines_and_rewrites_nothing(store, 
     t.assistant("a1", "u1", "First answer.")
     path = t.write()
     assert _cc(store, home, path).files[0].nodes_added == 2
-    before = _history(store)
+    before = node_versions(store, SID)
     t.user("u2", "a1", "Second question")
     t.assistant("a2", "u2", "Second answer.")
     t.write()
     report = _cc(store, home, path).files[0]
     assert (report.nodes_added, report.sessions_updated, report.sessions_created) == (2, 1, 0)
-    after = _history(store)
+    after = node_versions(store, SID)
     assert {k: v for k, v in after.items() if k in before} == before  # untouched
     assert len(after) == 4
     assert store.head(SID) == "a2"
@@ -60,7 +44,7 @@ def test_an_unchanged_rerun_adds_nothing_and_reads_no_file(store, home, tmp_path
     t.assistant("a1", "u1", "Hello.")
     path = t.write()
     _cc(store, home, path)
-    before = _history(store)
+    before = node_versions(store, SID)
     opened: list[str] = []
     real_open = open
 
@@ -72,7 +56,7 @@ def test_an_unchanged_rerun_adds_nothing_and_reads_no_file(store, home, tmp_path
     report = _cc(store, home, path).files[0]
     assert report.unchanged and report.nodes_added == 0
     assert str(path) not in opened
-    assert _history(store) == before
+    assert node_versions(store, SID) == before
 
 
 def test_a_truncated_last_line_waits_for_the_next_run(store, home, tmp_path):
@@ -120,20 +104,20 @@ def test_a_malformed_line_is_reported_with_its_line_and_the_other_files_go_on(
     assert not store.exists("cc-pretty")
 
 
-def test_marks_survive_a_reimport_from_scratch(home, tmp_path):
-    store = SessionStore(home / "sessions", git=False)
+def test_marks_survive_a_reimport_from_scratch(store, home, tmp_path):
     t = Transcript(tmp_path / f"{SESSION}.jsonl")
     t.user("u1", None, "Remember that the budget is 50k.")
     t.assistant("a1", "u1", "Noted: 50k.")
     path = t.write()
     _cc(store, home, path)
-    mem = Memory(home, store=store, writer=RecordingWriter())
+    mem = memory_of(store, home, RecordingWriter())
     assert mem.write_session(SID).marked == ["u1", "a1"]
-    _forget(home, "files")  # forget every offset: read it all again
+    forget(store, home, "files")  # forget every offset: read it all again
     report = _cc(store, home, path).files[0]
     assert report.nodes_added == 0 and report.skipped["already_imported"] == 2
     assert store.get_node(SID, "u1").metadata[MARK_KEY] == mem.workspace_id
     assert mem.pending(SID) == []
+    mem.close()
 
 
 def test_lost_graph_state_is_rebuilt_without_duplicating_nodes(store, home, tmp_path):
@@ -143,7 +127,7 @@ def test_lost_graph_state_is_rebuilt_without_duplicating_nodes(store, home, tmp_
     path = t.write()
     _cc(store, home, path)
     # a crash after the nodes were stored but before any bookkeeping was saved
-    _forget(home, "files", "pos", "preds", "kids", "names", "extra")
+    forget(store, home, "files", "pos", "preds", "kids", "names", "extra")
     t.user("u2", "a1", "Three")
     t.write()
     report = _cc(store, home, path).files[0]

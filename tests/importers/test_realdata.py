@@ -30,10 +30,18 @@ def _walkable(store: SessionStore, sid: str) -> None:
     assert store.get_branch(sid)
 
 
-@pytest.fixture(scope="module")
-def imported(realdata: Path, tmp_path_factory) -> tuple[SessionStore, dict]:
+@pytest.fixture(scope="module", params=["directory", "postgres"])
+def imported(request, realdata: Path, tmp_path_factory):
+    """Every real file imported once per kind of home (the PostgreSQL home's ledger in its
+    tables): (store, {path: report})."""
     home = tmp_path_factory.mktemp("realdata-home")
-    store = SessionStore(home / "sessions", git=False)
+    if request.param == "directory":
+        store = SessionStore(home / "sessions", git=False)
+    else:
+        from pgserver import home_url
+        from scriptorium.sessions.pg_store import PgSessionStore
+
+        store = PgSessionStore.open(home_url(request.getfixturevalue("pg_server_url")))
     reports = {}
     for kind, sub in [("claude-code", "claude-code"), ("pi", "pi"), ("codex", "codex")]:
         for f in import_sources(store, home, kind, [realdata / sub]).files:
@@ -41,7 +49,9 @@ def imported(realdata: Path, tmp_path_factory) -> tuple[SessionStore, dict]:
     exports = sorted((realdata / "chatgpt").rglob("conversations.json"))
     for f in import_sources(store, home, "chatgpt", exports).files:
         reports[f.path] = f
-    return store, reports
+    yield store, reports
+    if request.param == "postgres":
+        store.close()
 
 
 def test_every_real_file_imports_without_an_error(imported, realdata):

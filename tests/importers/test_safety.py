@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from cckit import SESSION, Transcript
+from importkit import memory_of
 from scriptorium.errors import InvalidInput
 from scriptorium.fsutil import check_name
 from scriptorium.importers import import_sources
@@ -93,16 +94,21 @@ def test_redact_leaves_ordinary_text_alone():
     assert redact(text) == text
 
 
-def test_a_write_after_import_leaves_no_secret_in_the_topics(home, tmp_path):
+def test_a_write_after_import_leaves_no_secret_in_the_topics(store, home, tmp_path):
     t = Transcript(tmp_path / f"{SESSION}.jsonl")
     said = " and ".join(SECRETS.values())
     t.user("u1", None, f"Deploy with these credentials: {said}. The region is eu-west-1.")
     t.assistant("a1", "u1", f"Deploying to eu-west-1 using {SECRETS['openai']}.")
     path = t.write()
-    mem = Memory(home)
+    mem = memory_of(store, home)
     out = mem.import_sessions("claude-code", [path], write=True)
     assert out["writes"][0]["marked"] == ["u1", "a1"]
-    memory_text = "\n".join(p.read_text() for p in (home / "memory").rglob("*.md"))
+    memory_text = "\n".join(mem.show(rel)["text"] for rel in mem.workspace.topic_paths())
+    # the archived evidence, as search returns it
+    memory_text += "\n".join(h.text for h in mem.search("region eu-west-1", top_k=20,
+                                                         include_sources=True))
+    if getattr(store, "pg", None) is None:  # a directory home: every file memory wrote
+        memory_text += "\n".join(p.read_text() for p in (home / "memory").rglob("*.md"))
     assert "eu-west-1" in memory_text  # the turn was written…
     for secret in SECRETS.values():
         for piece in secret.split("\n"):
@@ -110,6 +116,7 @@ def test_a_write_after_import_leaves_no_secret_in_the_topics(home, tmp_path):
                 assert piece not in memory_text  # …without its secrets
     stored = mem.store.get_node(f"cc-{SESSION}", "u1").output
     assert SECRETS["github"] in stored  # the store keeps the user's own copy
+    mem.close()
 
 
 def test_an_unknown_kind_and_a_missing_path_are_clear_errors(store, home, tmp_path):
@@ -125,7 +132,8 @@ def test_an_unknown_kind_and_a_missing_path_are_clear_errors(store, home, tmp_pa
     assert "not a JSON array" in report.errors[0]
 
 
-def test_a_corrupt_bookkeeping_file_is_a_clear_error_and_is_left_alone(store, home, tmp_path):
+def test_a_corrupt_bookkeeping_file_is_a_clear_error_and_is_left_alone(dir_store, home,
+                                                                      tmp_path):
     from scriptorium.errors import CorruptFile
 
     (home / "imports").mkdir()
@@ -134,7 +142,7 @@ def test_a_corrupt_bookkeeping_file_is_a_clear_error_and_is_left_alone(store, ho
     t = Transcript(tmp_path / f"{SESSION}.jsonl")
     t.user("u1", None, "hi")
     with pytest.raises(CorruptFile, match="state.sqlite"):
-        import_sources(store, home, "claude-code", [t.write()])
+        import_sources(dir_store, home, "claude-code", [t.write()])
     assert db.read_bytes().startswith(b"not a database")
 
 

@@ -6,7 +6,7 @@
 
 Each format module turns source lines into items (:mod:`.graph` explains the mapping);
 :mod:`.run` reads files incrementally and :mod:`.ledger` keeps the bookkeeping inside the
-home. The formats and what we map them to are described in ``docs/importers.md``.
+home (a directory home's ``imports/state.sqlite``, or a PostgreSQL home's tables). The formats and what we map them to are described in ``docs/importers.md``.
 This package imports only the session store and the shared errors.
 """
 
@@ -53,7 +53,8 @@ def import_sources(store: SessionStore, home: Path | str, kind: str,
     """Import (or bring up to date) the sources of format ``kind`` under ``paths``.
 
     ``paths`` defaults to the tool's own session directory (ChatGPT needs a file). A file
-    that fails is reported in its row (``errors``) and the others go on.
+    that fails is reported in its row (``errors``) and the others go on. ``home`` is the
+    directory home's path; a PostgreSQL store keeps the bookkeeping in its own home's tables.
     """
     if kind not in KINDS:
         raise InvalidInput(f"unknown import kind {kind!r}: expected one of {', '.join(KINDS)}")
@@ -67,7 +68,7 @@ def import_sources(store: SessionStore, home: Path | str, kind: str,
         for path in given:
             if not path.is_file():
                 raise InvalidInput(f"no such file: {path}")
-        imp: Importer = chatgpt.ChatGPTImporter(store, Path(home), kind)
+        imp: Importer = chatgpt.ChatGPTImporter(store, home, kind)
         try:
             for path in given:
                 result.files.append(imp.import_file(path.resolve()))
@@ -76,7 +77,7 @@ def import_sources(store: SessionStore, home: Path | str, kind: str,
     else:
         parser_cls, discover = _LINE_FORMATS[kind]
         files = discover(given)
-        imp = Importer(store, Path(home), kind)
+        imp = Importer(store, home, kind)
         parser = parser_cls()
         try:
             for path in files:

@@ -24,7 +24,7 @@ from typing import IO, Any, Iterator
 from ..errors import InvalidInput
 from .graph import Item, SessionGraph, scrub
 from .ids import session_id
-from .ledger import FileState, SessionState
+from .ledger import FileState
 from .run import FileReport, Importer
 
 KIND = "chatgpt"
@@ -211,7 +211,7 @@ class ChatGPTImporter(Importer):
             return
         sid = session_id(KIND, cid)
         stamp = conv.get("update_time")
-        if self.store.exists(sid) and SessionState(self.ledger, sid).extra.get(
+        if self.store.exists(sid) and self.ledger.session(sid).extra.get(
                 "update_time") == stamp:
             report.sessions.append(sid)
             report.skipped["unchanged_conversation"] += 1

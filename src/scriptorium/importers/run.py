@@ -22,7 +22,7 @@ from typing import Any, Iterator, Protocol
 from ..errors import InvalidInput, ScriptoriumError
 from ..sessions import SessionStore
 from .graph import Item, SessionGraph, has_lone_surrogate_escape, scrub
-from .ledger import FileState, Ledger, SessionState, head_hash
+from .ledger import FileState, head_hash, open_ledger
 
 MAX_ERRORS_LISTED = 5
 
@@ -78,10 +78,10 @@ class LineParser(Protocol):
 class Importer:
     """Shared machinery: the ledger, the store, sessions opened and graphs saved."""
 
-    def __init__(self, store: SessionStore, home: Path, kind: str):
+    def __init__(self, store: SessionStore, home: Path | str, kind: str):
         self.store = store
         self.kind = kind
-        self.ledger = Ledger(home, kind)
+        self.ledger = open_ledger(store, home, kind)
         self.added_by_session: dict[str, int] = {}
 
     # --- sessions -------------------------------------------------------------------------
@@ -103,7 +103,7 @@ class Importer:
         durable when this returns, and the graph state is written in the ledger's open
         transaction (the caller commits it). ``title`` names a still untitled session (one
         first created by a sub-agent file)."""
-        state = SessionState(self.ledger, sid)
+        state = self.ledger.session(sid)
         graph = SessionGraph(state, self.kind)
         with self.store.bulk(sid) as bulk:
             graph.bulk = bulk

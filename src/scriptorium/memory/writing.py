@@ -448,9 +448,6 @@ class Memory:
         """
         from ..importers import import_sources
 
-        if not isinstance(self.home, Path):
-            raise InvalidInput("importing into a PostgreSQL home is not supported yet: import "
-                               "into a directory home (its ledger lives there)")
         result = import_sources(self.store, self.home, kind, paths)
         out = result.to_dict()
         if write:

@@ -199,6 +199,55 @@ MIGRATIONS: dict[str, list[str]] = {
     ],
     # the writer job queue (`memory work`): see scriptorium.postgres.jobs
     "work": [WORK_QUEUE],
+    # the importers' ledger (scriptorium.importers.ledger_pg): per source file on each host
+    # what was read, and per imported session the graph state an incremental run needs
+    "imports": [
+        """
+        CREATE TABLE import_files (
+            kind       text NOT NULL,
+            host       text NOT NULL,
+            path       text NOT NULL,
+            size       bigint NOT NULL,
+            mtime_ns   bigint NOT NULL,
+            inode      bigint NOT NULL,
+            "offset"   bigint NOT NULL,
+            lines      bigint NOT NULL,
+            head       text NOT NULL,
+            session_id text NOT NULL,
+            parse      text NOT NULL,
+            PRIMARY KEY (kind, host, path)
+        );
+        CREATE TABLE import_pos (
+            session_id text NOT NULL,
+            id         text NOT NULL,
+            anchor     text,
+            side       boolean NOT NULL,
+            PRIMARY KEY (session_id, id)
+        );
+        CREATE TABLE import_preds (
+            session_id text NOT NULL,
+            id         text NOT NULL,
+            pred       text NOT NULL,
+            PRIMARY KEY (session_id, id)
+        );
+        CREATE TABLE import_kids (
+            session_id text NOT NULL,
+            id         text NOT NULL,
+            PRIMARY KEY (session_id, id)
+        );
+        CREATE TABLE import_names (
+            session_id text NOT NULL,
+            space      text NOT NULL,
+            key        text NOT NULL,
+            value      text NOT NULL,
+            PRIMARY KEY (session_id, space, key)
+        );
+        CREATE TABLE import_extra (
+            session_id text PRIMARY KEY,
+            data       text NOT NULL
+        );
+        """,
+    ],
 }
 
 
