@@ -1,0 +1,153 @@
+"""Importing into a PostgreSQL home: the ledger in its tables gives the same sessions, the same
+reports and the same incremental behaviour as a directory home, on real transcripts of every
+format; `import --write` then `memory verify` is clean; concurrent and killed imports lose and
+duplicate nothing. (The importer behaviour tests in tests/importers run on both homes too.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realdatakit import require_realdata
+from scriptorium.importers import import_sources
+from scriptorium.sessions import SessionStore
+from scriptorium.sessions.pg_store import PgSessionStore
+from testkit import Cli
+
+# one real transcript per format (read in place), small enough for the suite
+REAL = {
+    "claude-code": "claude-code/oneryalcin__fasthooks",
+    "pi": "pi/badlogic__pi-mono/large-session.jsonl",
+    "codex": "codex/madshn__localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-"
+             "bda6a9c575ff.jsonl",
+    "chatgpt": "chatgpt/PyRepair__maniple/conversations.json",
+}
+
+
+@pytest.fixture
+def pg_store(pg_url):
+    store = PgSessionStore.open(pg_url)
+    yield store
+    store.close()
+
+
+def _source(kind: str) -> Path:
+    return require_realdata() / REAL[kind]
+
+
+def _shape(store, sids) -> dict:
+    """What an import decides, per session: every node's edges, role, name and text, the
+    head and the live tips (not when it was stored)."""
+    out = {}
+    for sid in sorted(sids):
+        nodes = sorted((n.id, n.role, n.name, n.predecessor, n.caller, json.dumps(n.output),
+                        json.dumps(n.metadata.get("covers_ids")))
+                       for n in store.get_nodes(sid))
+        tips = sorted(row["tip"] for row in store.list_branches(sid))
+        out[sid] = (nodes, store.head(sid), tips)
+    return out
+
+
+def _report(result) -> list[dict]:
+    return [f.to_dict() for f in result.files]
+
+
+@pytest.mark.parametrize("kind", sorted(REAL))
+def test_a_real_transcript_imports_the_same_on_both_homes_and_a_rerun_adds_nothing(
+        kind, pg_store, tmp_path):
+    source = _source(kind)
+    directory = SessionStore(tmp_path / "home" / "sessions", git=False)
+    on_dir = import_sources(directory, tmp_path / "home", kind, [source])
+    on_pg = import_sources(pg_store, tmp_path / "unused", kind, [source])
+    assert on_pg.errors == [] and on_pg.to_dict()["nodes_added"] > 0
+    assert _report(on_pg) == _report(on_dir)
+    assert _shape(pg_store, on_pg.changed_sessions) == _shape(directory, on_dir.changed_sessions)
+    again = import_sources(pg_store, tmp_path / "unused", kind, [source])
+    assert [f.unchanged for f in again.files] == [True] * len(again.files)
+    assert again.to_dict()["nodes_added"] == 0 and again.changed_sessions == []
+    assert not (tmp_path / "unused").exists()  # nothing written beside a database home
+
+
+def test_import_write_then_verify_is_clean_on_a_postgresql_home(pg_url):
+    cli = Cli(pg_url)
+    for kind in sorted(REAL):
+        out = cli.json("import", kind, str(_source(kind)), "--write")
+        assert out["nodes_added"] > 0 and out["writes"]
+        assert all(w["failure"] is None and w["marked"] for w in out["writes"])
+    verify = cli.json("memory", "verify")
+    assert verify["ok"] is True
+    assert [p for p in verify["problems"] if p.get("severity") != "info"] == []
+    status = cli.json("memory", "status")
+    assert len(status["sessions"]) == 8 and status["revision"]
+    for kind in sorted(REAL):  # nothing new: nothing read, nothing written
+        again = cli.json("import", kind, str(_source(kind)), "--write")
+        assert again["nodes_added"] == 0 and again["writes"] == []
+        assert all(row["unchanged"] for row in again["files"])
+    assert cli.json("memory", "status")["revision"] == status["revision"]
+
+
+def _import_process(url: str, kind: str, source: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "scriptorium", "--home", url, "import", kind, str(source),
+         "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def test_two_imports_at_once_store_every_node_once(pg_url, pg_store, tmp_path):
+    source = _source("claude-code")
+    reference = SessionStore(tmp_path / "home" / "sessions", git=False)
+    expected = import_sources(reference, tmp_path / "home", "claude-code", [source])
+    procs = [_import_process(pg_url, "claude-code", source) for _ in range(2)]
+    outs = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        outs.append(json.loads(stdout))
+    # one of them imported everything, the other waited for it and found nothing new
+    assert sorted(o["nodes_added"] for o in outs) == [0, expected.to_dict()["nodes_added"]]
+    assert _shape(pg_store, expected.changed_sessions) == _shape(reference,
+                                                                 expected.changed_sessions)
+
+
+@pytest.mark.slow
+def test_an_import_killed_at_any_moment_is_completed_by_the_next_run(pg_url, pg_store,
+                                                                     tmp_path):
+    source = _source("pi")
+    reference = SessionStore(tmp_path / "home" / "sessions", git=False)
+    expected = import_sources(reference, tmp_path / "home", "pi", [source])
+    proc = _import_process(pg_url, "pi", source)
+    try:
+        proc.wait(timeout=0.8)  # killed wherever it is by then (or already done): any moment
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    rerun = import_sources(pg_store, tmp_path / "unused", "pi", [source])
+    assert rerun.errors == []
+    assert _shape(pg_store, expected.changed_sessions) == _shape(reference,
+                                                                 expected.changed_sessions)
+    assert import_sources(pg_store, tmp_path / "unused", "pi", [source]).files[0].unchanged
+
+
+def test_a_file_seen_from_another_host_is_read_there_once_and_adds_nothing(
+        pg_store, tmp_path, monkeypatch):
+    """A path names a file on one machine: the ledger keeps offsets per host, so a second
+    host reads its own copy once; every node it holds is already stored."""
+    source = _source("codex")
+    first = import_sources(pg_store, tmp_path, "codex", [source]).files[0]
+    assert first.nodes_added > 0
+    monkeypatch.setattr("socket.gethostname", lambda: "another-host")
+    there = import_sources(pg_store, tmp_path, "codex", [source]).files[0]
+    assert not there.unchanged and there.nodes_added == 0
+    assert there.skipped["already_imported"] >= first.nodes_added
+    assert import_sources(pg_store, tmp_path, "codex", [source]).files[0].unchanged
+    monkeypatch.undo()
+    assert import_sources(pg_store, tmp_path, "codex", [source]).files[0].unchanged
