@@ -18,16 +18,17 @@ every node already stored.
 
 Where it lives: a directory home keeps it in ``home/imports/state.sqlite``
 (:mod:`.ledger_sqlite`); a PostgreSQL home in its ``import_*`` tables (:mod:`.ledger_pg`).
-:func:`open_ledger` is the one place that picks.
+:func:`.run.open_ledger` is the one place that picks.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 HEAD_BYTES = 4096
 
@@ -43,7 +44,15 @@ class FileState:
     lines: int = 0
     head: str = ""  # sha256 of the first min(offset, HEAD_BYTES) bytes
     session_id: str = ""
-    parse: dict = field(default_factory=dict)  # the format parser's state at ``offset``
+    parse: dict[str, Any] = field(default_factory=dict)  # the parser's state at ``offset``
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> "FileState":
+        """From a stored row: size, mtime_ns, inode, offset, lines, head, session id and
+        the parser state as JSON text."""
+        size, mtime_ns, inode, offset, lines, head, session_id, parse = row
+        return cls(size, mtime_ns, inode, offset, lines, head, session_id,
+                   json.loads(parse or "{}"))
 
 
 def head_hash(path: Path, upto: int) -> str:
@@ -56,7 +65,7 @@ class SessionState(Protocol):
     ledger inside its open transaction."""
 
     sid: str
-    extra: dict  # a little format state, saved whole by save_extra
+    extra: dict[str, Any]  # a little format state, saved whole by save_extra
 
     def pos(self, node: str) -> tuple[str | None, bool] | None: ...
 
@@ -123,15 +132,3 @@ class Ledger:
         self.files[str(path)] = state
         self._store_file(str(path), state)
 
-
-def open_ledger(store: Any, home: Path | str, kind: str) -> Ledger:
-    """The ledger of the home ``store`` belongs to: a PostgreSQL home's tables when the store
-    is a PostgreSQL store (it has ``pg``), else ``home/imports/state.sqlite``."""
-    pg = getattr(store, "pg", None)
-    if pg is not None:
-        from .ledger_pg import PgLedger
-
-        return PgLedger(pg, kind)
-    from .ledger_sqlite import SqliteLedger
-
-    return SqliteLedger(Path(home), kind)

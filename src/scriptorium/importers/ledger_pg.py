@@ -73,8 +73,7 @@ class PgLedger(Ledger):
         except BaseException:
             self.conn.close()
             raise
-        super().__init__(kind, {row[0]: FileState(*row[1:8], json.loads(row[8]))
-                                for row in rows})
+        super().__init__(kind, {row[0]: FileState.from_row(row[1:]) for row in rows})
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -128,7 +127,7 @@ class PgSessionState:
         with ledger.guard():
             row = ledger.conn.execute("SELECT data FROM import_extra WHERE session_id = %s",
                                       (sid,)).fetchone()
-        self.extra: dict = json.loads(row[0]) if row else {}
+        self.extra: dict[str, Any] = json.loads(row[0]) if row else {}
         self._complete = row is None  # nothing saved yet: the cache holds every answer
         self._cache: dict[tuple[str, Any], Any] = {}
         self._dirty: dict[str, dict[Any, tuple[Any, ...]]] = {t: {} for t in _UPSERT}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from ..errors import CorruptFile, InvalidInput
 from .ledger import FileState, Ledger
@@ -50,8 +51,7 @@ class SqliteLedger(Ledger):
                 "FROM files WHERE kind=?", (kind,)).fetchall()
         except sqlite3.DatabaseError as exc:
             raise CorruptFile(f"corrupt import bookkeeping {self.path}: {exc}") from None
-        super().__init__(kind, {row[0]: FileState(*row[1:8], json.loads(row[8] or "{}"))
-                                for row in rows})
+        super().__init__(kind, {row[0]: FileState.from_row(row[1:]) for row in rows})
 
     def close(self) -> None:
         self.db.close()
@@ -83,7 +83,7 @@ class SqliteSessionState:
         self.db = ledger.db
         self.sid = sid
         row = self.db.execute("SELECT data FROM extra WHERE sid=?", (sid,)).fetchone()
-        self.extra: dict = json.loads(row[0]) if row else {}
+        self.extra: dict[str, Any] = json.loads(row[0]) if row else {}
 
     def pos(self, node: str) -> tuple[str | None, bool] | None:
         row = self.db.execute("SELECT anchor, side FROM pos WHERE sid=? AND id=?",

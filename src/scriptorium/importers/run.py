@@ -22,7 +22,7 @@ from typing import Any, Iterator, Protocol
 from ..errors import InvalidInput, ScriptoriumError
 from ..sessions import SessionStore
 from .graph import Item, SessionGraph, has_lone_surrogate_escape, scrub
-from .ledger import FileState, head_hash, open_ledger
+from .ledger import FileState, Ledger, head_hash
 
 MAX_ERRORS_LISTED = 5
 
@@ -73,6 +73,19 @@ class LineParser(Protocol):
     def items(self, graph: SessionGraph, obj: dict, lineno: int) -> Iterator[Item]: ...
 
     def finish(self, graph: SessionGraph) -> None: ...
+
+
+def open_ledger(store: SessionStore, home: Path | str, kind: str) -> Ledger:
+    """The ledger of the home ``store`` belongs to: a PostgreSQL home's tables when the store
+    is a PostgreSQL store (it has ``pg``), else ``home/imports/state.sqlite``."""
+    pg = getattr(store, "pg", None)
+    if pg is not None:
+        from .ledger_pg import PgLedger
+
+        return PgLedger(pg, kind)
+    from .ledger_sqlite import SqliteLedger
+
+    return SqliteLedger(Path(home), kind)
 
 
 class Importer:
