@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -103,7 +104,9 @@ def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float 
               retry_failed: bool) -> None:
     """Write branches as the head leaves them and sessions as they go quiet (told by the
     head-move log), with a slow poll of every session as a safety net. SIGTERM stops it
-    between steps (a write under way finishes) and exits 0."""
+    between steps (a write under way finishes) and exits 0. On a PostgreSQL home it runs as
+    a queue worker (as `memory work`): its state is in the home, so a restarted watcher
+    resumes and several (on any hosts) share the sessions."""
     import os
     import signal
     import threading
@@ -131,8 +134,14 @@ def watch_cmd(app: App, once: bool, idle_seconds: float | None, interval: float 
     signal.set_wakeup_fd(wake_w)
     if retry_failed:
         show(watcher.run_once(retry_failed=True))
-    click.echo(f"watching {mem.home} (idle {watcher.idle_seconds:g} s, safety-net poll every "
-               f"{watcher.interval:g} s)", err=True)
+    if isinstance(mem.home, Path):
+        click.echo(f"watching {mem.home} (idle {watcher.idle_seconds:g} s, safety-net poll "
+                   f"every {watcher.interval:g} s)", err=True)
+    else:  # the URL's display form: no password on screen
+        click.echo(f"watching {mem.store.root} as a queue worker, as `memory work` does: "
+                   f"state in the home, shared with other watchers (idle "
+                   f"{watcher.idle_seconds:g} s, safety-net wake every {watcher.interval:g} s)",
+                   err=True)
     try:
         watcher.run_forever(stop, on_report=show, wake_fds=[wake_r])
     except KeyboardInterrupt:

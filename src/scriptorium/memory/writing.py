@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover - upkeep modules load on first use: a ligh
     from .migrate import MigrationReport
     from .reorganize import ReorganizeReport
     from .verify import VerifyReport
+    from .pg_watch import PgWatcher
     from .watcher import IdleWatcher, PassReport
     from ..postgres.worker import JobReport, WorkSummary
 
@@ -623,8 +624,13 @@ class Memory:
 
         return verify(self, list(session_ids) or None, repair=repair)
 
-    def watcher(self) -> "IdleWatcher":
-        """The idle watcher over this memory (settings: ``watcher_*``)."""
+    def watcher(self) -> "IdleWatcher | PgWatcher":
+        """The idle watcher over this memory (settings: ``watcher_*``). On a PostgreSQL home
+        it is a queue worker whose state is in the home (see :mod:`.pg_watch`)."""
+        if not isinstance(self.home, Path):
+            from .pg_watch import PgWatcher
+
+            return PgWatcher(self)
         from .watcher import IdleWatcher
 
         return IdleWatcher(self)
@@ -632,7 +638,7 @@ class Memory:
     def watch_once(self, now: float | None = None, *,
                    retry_failed: bool = False) -> "PassReport":
         """One polling pass of the watcher over every session (``retry_failed``: also those
-        whose last write failed for good)."""
+        whose last write failed for good); on a PostgreSQL home, every job due now."""
         return self.watcher().run_once(now, retry_failed=retry_failed)
 
     def work(self, *, stop: threading.Event | None = None, until_idle: bool = False,
@@ -658,6 +664,7 @@ class Memory:
               on_report: Callable[["PassReport"], None] | None = None,
               wake_fds: Sequence[int] = ()) -> None:
         """Run the watcher (told by the head-move log, polling as a safety net) until
-        ``stop`` is set or ``max_passes`` ran; see :meth:`IdleWatcher.run_forever`."""
+        ``stop`` is set or ``max_passes`` ran; see :meth:`IdleWatcher.run_forever` (on a
+        PostgreSQL home :meth:`PgWatcher.run_forever`: a queue worker, ``max_passes`` jobs)."""
         self.watcher().run_forever(stop, on_report, max_passes, wake_fds)
 
