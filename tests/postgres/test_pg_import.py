@@ -151,3 +151,16 @@ def test_a_file_seen_from_another_host_is_read_there_once_and_adds_nothing(
     assert import_sources(pg_store, tmp_path, "codex", [source]).files[0].unchanged
     monkeypatch.undo()
     assert import_sources(pg_store, tmp_path, "codex", [source]).files[0].unchanged
+
+
+def test_an_imported_session_is_owed_to_the_queue_and_memory_watch_writes_it(pg_url):
+    """An import moves the heads it sets like any writer: the home's queue owes the session
+    its write, so a watcher (or `memory work`) writes it without `--write`."""
+    cli = Cli(pg_url)
+    out = cli.json("import", "codex", str(_source("codex")))
+    assert out["changed_sessions"] and "writes" not in out
+    watched = cli.json("memory", "watch", "--once", "--idle-seconds", "0")
+    assert [row["session_id"] for row in watched["written"]] == out["changed_sessions"]
+    assert watched["written"][0]["marked"] and watched["terminal"] == []
+    status = cli.json("memory", "status", *out["changed_sessions"])
+    assert all(b["pending_turns"] == 0 for s in status["sessions"] for b in s["branches"])
