@@ -164,3 +164,26 @@ def test_an_imported_session_is_owed_to_the_queue_and_memory_watch_writes_it(pg_
     assert watched["written"][0]["marked"] and watched["terminal"] == []
     status = cli.json("memory", "status", *out["changed_sessions"])
     assert all(b["pending_turns"] == 0 for s in status["sessions"] for b in s["branches"])
+
+
+def test_a_server_gone_mid_import_stops_it_as_retryable_and_a_rerun_finishes(pg_store,
+                                                                            tmp_path):
+    from scriptorium.importers.codex import CodexParser
+    from scriptorium.importers.run import Importer
+    from scriptorium.postgres.connect import DatabaseUnreachable
+
+    folder = require_realdata() / "codex" / "madshn__localpush"
+    files = sorted(folder.glob("*.jsonl"))[2:]  # the two smallest
+    imp = Importer(pg_store, tmp_path, "codex")
+    try:
+        assert imp.import_jsonl(files[0], CodexParser()).errors == []
+        with pg_store.pg.connection() as conn:  # what a server restart does to its sessions
+            conn.execute("SELECT pg_terminate_backend(%s)", (imp.ledger.conn.info.backend_pid,))
+        with pytest.raises(DatabaseUnreachable) as raised:
+            imp.import_jsonl(files[1], CodexParser())
+        assert raised.value.retryable  # not filed as that file's problem: the run stops
+    finally:
+        imp.ledger.close()
+    rerun = import_sources(pg_store, tmp_path, "codex", files)
+    assert [f.unchanged for f in rerun.files] == [True, False] and rerun.errors == []
+    assert rerun.files[1].nodes_added > 0

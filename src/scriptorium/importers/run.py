@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from ..errors import InvalidInput, ScriptoriumError
+from ..errors import InvalidInput, ReasonCode, ScriptoriumError
 from ..sessions import SessionStore
 from .graph import Item, SessionGraph, has_lone_surrogate_escape, scrub
 from .ledger import FileState, Ledger, head_hash
@@ -154,6 +154,8 @@ class Importer:
             self.ledger.commit()
         except ScriptoriumError as exc:
             self.ledger.rollback()
+            if exc.code == ReasonCode.DATABASE_UNREACHABLE:
+                raise  # the home itself is gone: no other file can go on either
             message = str(exc)
             report.errors.append(message if message.startswith(str(path)) else
                                  f"{path}: {message}")
