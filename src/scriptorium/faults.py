@@ -7,7 +7,8 @@ callable(step) instead (for example one raising to simulate a crash). Unset, a f
 one environment lookup.
 
 Steps: the write path's ``after-archive``, ``writer-ran``, ``before-mark``, ``mark-staged`` (the
-batch's new node files written and fsynced, none renamed yet), ``mid-mark``, ``after-mark``; the
+batch's new node files written and durable, none renamed yet), ``mid-mark`` (the first one
+renamed), ``mark-renamed`` (after every rename: a test kills at the N-th), ``after-mark``; the
 transaction's install steps (see memory/transaction.py); ``git-init``, inside the first ``git
 init`` of a session or workspace history (see gitrepo.py).
 """

@@ -2,12 +2,11 @@
 
 One atomic writer for every file (unique temp name in the same directory, fsync, rename,
 fsync the directory), so no reader ever sees a torn file and a crash leaves either the old
-or the new bytes.
+or the new bytes. Many files in one durable step: fsbatch.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
@@ -16,9 +15,8 @@ import stat
 import tempfile
 import time
 import unicodedata
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .errors import ConcurrentUpdate, CorruptFile, InvalidInput
 
@@ -140,63 +138,6 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: b
         raise
     if durable:
         fsync_dir(path.parent)
-
-
-def atomic_write_many(items: Sequence[tuple[Path, bytes]], mode: int = 0o600, *,
-                      before_rename: Callable[[], None] | None = None,
-                      after_rename: Callable[[int], None] | None = None) -> None:
-    """Replace several files in one durable step: write every temp file, fsync them all at
-    once (in parallel, so the file system commits them together), rename each over its
-    target, then fsync each directory once. A crash at any point leaves every file with its
-    old or its new bytes; the new bytes are durable when this returns.
-    ``before_rename()`` runs once every temp file is durable and ``after_rename(i)`` after the
-    i-th rename (named crash points use them)."""
-    staged: list[tuple[str, Path]] = []
-    fds: list[int] = []
-    for path, _ in items:  # refused before anything is written
-        refuse_symlink(path)
-        refuse_symlink(Path(path).parent, "directory")
-    try:
-        for path, data in items:
-            path = Path(path)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            fds.append(fd)
-            staged.append((tmp, path))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, mode)
-        if len(fds) > 1:
-            with ThreadPoolExecutor(max_workers=min(8, len(fds))) as pool:
-                list(pool.map(os.fsync, fds))
-        elif fds:
-            os.fsync(fds[0])
-    except BaseException:
-        for tmp, _ in staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        raise
-    finally:
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    done = 0
-    try:
-        if before_rename is not None:
-            before_rename()
-        for i, (tmp, path) in enumerate(staged):
-            os.replace(tmp, path)
-            done = i + 1
-            if after_rename is not None:
-                after_rename(i)
-    except BaseException:
-        for tmp, _ in staged[done:]:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        raise
-    finally:
-        for parent in dict.fromkeys(path.parent for _, path in staged[:done]):
-            fsync_dir(parent)
 
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o600, *, durable: bool = True,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scriptorium import faults, fsutil
+from scriptorium import faults, fsbatch, fsutil
 from scriptorium.gitrepo import GitRepo
 from scriptorium.sessions import SessionStore, index as index_mod
 from scriptorium.sessions.index import SessionIndex
@@ -146,22 +146,73 @@ def test_the_branch_root_walk_compares_each_id_a_bounded_number_of_times(tmp_pat
     assert CountingId.compared <= 8 * n  # a list membership test per step would be ~n²/2
 
 
+def _record_durability(monkeypatch, events: list[str]) -> None:
+    """Log, in order, every step of fsbatch that makes something durable or visible."""
+    real_replace, real_fsync = os.replace, os.fsync
+    monkeypatch.setattr(os, "replace",
+                        lambda a, b: (events.append("rename"), real_replace(a, b))[1])
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+
+    def fsync_dir(path: Path) -> None:
+        events.append(f"fsync-dir {path}")
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        real_fsync(fd)
+        os.close(fd)
+
+    monkeypatch.setattr(fsbatch, "fsync_dir", fsync_dir)
+    if fsbatch._SYNCFS is not None:
+        real_syncfs = fsbatch._SYNCFS
+        monkeypatch.setattr(fsbatch, "_SYNCFS",
+                            lambda fd: (events.append("syncfs"), real_syncfs(fd))[1])
+
+
+@pytest.mark.skipif(fsbatch._SYNCFS is None, reason="no syncfs(2) here (Linux >= 5.8)")
 def test_a_mark_batch_is_one_durable_step(tmp_path, monkeypatch, chat):
     store = SessionStore(tmp_path / "sessions", git=False)
     ids = chat(store, "s", *[f"n{i}" for i in range(20)])
     events: list[str] = []
-    real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
-    monkeypatch.setattr(os, "replace",
-                        lambda a, b: (events.append("rename"), real_replace(a, b))[1])
-    dir_syncs: list[Path] = []
-    real_fsync_dir = fsutil.fsync_dir
-    monkeypatch.setattr(fsutil, "fsync_dir", lambda p: (dir_syncs.append(p), real_fsync_dir(p)))
+    _record_durability(monkeypatch, events)
     store.merge_node_metadata_batch("s", {nid: {MARK: "w-1"} for nid in ids})
-    assert dir_syncs == [store.root / "s" / "history"]  # one directory fsync per batch
-    # every new file is durable before the first rename; then only the directory's fsync
-    assert events == ["fsync"] * 20 + ["rename"] * 20 + ["fsync"]
+    # every new file made durable by ONE syncfs before the first rename; then the renames;
+    # then one fsync of the one directory: no fsync per node
+    assert events == (["syncfs"] + ["rename"] * 20
+                      + [f"fsync-dir {store.root / 's' / 'history'}"])
     assert all(n[MARK] == "w-1" for n in store.get_branch("s"))
+
+
+def test_without_syncfs_a_mark_batch_fsyncs_every_file_before_the_first_rename(
+        tmp_path, monkeypatch, chat):
+    store = SessionStore(tmp_path / "sessions", git=False)
+    ids = chat(store, "s", *[f"n{i}" for i in range(20)])
+    monkeypatch.setattr(fsbatch, "_SYNCFS", None)  # another OS, or Linux before 5.8
+    events: list[str] = []
+    _record_durability(monkeypatch, events)
+    store.merge_node_metadata_batch("s", {nid: {MARK: "w-1"} for nid in ids})
+    assert events == (["fsync"] * 20 + ["rename"] * 20
+                      + [f"fsync-dir {store.root / 's' / 'history'}"])
+    assert all(n[MARK] == "w-1" for n in store.get_branch("s"))
+
+
+def test_a_mark_batch_leaves_only_the_node_files_and_every_one_is_whole_json(
+        tmp_path, monkeypatch, chat):
+    store = SessionStore(tmp_path / "sessions", git=False)
+    ids = chat(store, "s", *[f"n{i}" for i in range(12)])
+    hist = store.root / "s" / "history"
+    names = sorted(os.listdir(hist))
+    seen: list[list[str]] = []
+
+    def check(step: str) -> None:  # at every rename: each node file parses, with all its keys
+        if step == "mark-renamed":
+            for name in names:
+                raw = json.loads((hist / name).read_bytes())
+                assert {"id", "seq", "output", "metadata"} <= set(raw)
+            seen.append(sorted(n for n in os.listdir(hist) if not n.startswith(".")))
+
+    monkeypatch.setattr(faults, "HOOK", check)
+    store.merge_node_metadata_batch("s", {nid: {MARK: "w-1"} for nid in ids})
+    assert seen == [names] * 12
+    assert sorted(os.listdir(hist)) == names  # no temp file or old copy left behind
+    assert [m[MARK] for m in SessionStore(store.root, git=False).get_branch("s")] == ["w-1"] * 12
 
 
 def test_a_crash_after_staging_leaves_every_node_old_and_the_next_write_sweeps_the_temps(

@@ -1,16 +1,21 @@
 """Rewriting node metadata: the marker's write path (``merge_node_metadata_batch``) and
-rewind's stamps. A batch is one durable step: every new node file written and fsynced
-together, renamed, then one directory fsync (DESIGN §3: marks touch nothing else)."""
+rewind's stamps. A batch is one durable step (fsbatch: every new node file written and made
+durable together, renamed in batch order, then one directory fsync), so a mark stays on its
+node and node files are whole JSON at every instant (DESIGN §3: marks touch nothing else)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 
 from ..errors import InvalidInput
 from ..faults import fault_point
-from ..fsutil import atomic_write_many, check_name, json_object
+from ..fsbatch import atomic_write_many
+from ..fsutil import check_name, json_object
 from .errors import NodeNotFound
 from .node import Node, node_from_json
+from .nodefiles import read_node_file
 
 from .ops import Op
 
@@ -41,23 +46,27 @@ class MarkOps:
 
     def _rewrite_metadata_locked(self, op: Op, patches: dict[str, dict], *,
                                  crash_points: bool = False) -> None:
-        """Merge each patch into its node file as it is on disk (never the cache) and
-        replace them all in one durable step (temp files fsynced together, renamed, one
-        directory fsync): a crash leaves each file old or new, and every mark is durable
-        once this returns. ``crash_points``: the marker's named steps ``mark-staged`` (every
-        temp file durable, nothing renamed) and ``mid-mark`` (one file renamed)."""
+        """Merge each patch into its node file as it is on disk (never the cache: a
+        reference writer may have rewritten it in place) and replace them all in one durable
+        step (fsbatch: new files written, made durable together, renamed, one directory
+        fsync): a crash leaves each file whole, old or new, and every mark is durable once
+        this returns. ``crash_points``: the marker's named steps ``mark-staged`` (every new
+        file durable, nothing renamed), ``mid-mark`` (one file renamed) and
+        ``mark-renamed`` (after each rename, for a kill at the N-th)."""
         idx = op.idx
-        staged: list[tuple[str, bytes, Node]] = []
+        hist = os.fspath(idx.hist)
+        names: list[str] = []
+        items: list[tuple[str, bytes]] = []
+        nodes: list[Node] = []
         for node_id, patch in patches.items():
             name = idx.file_of[node_id]
-            path = idx.hist / name
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                raise NodeNotFound(
-                    f"node {node_id} of session {op.sid} vanished ({path})") from None
-            raw = json_object(data, f"node file {path}")
-            md = dict(node_from_json(raw, path).metadata)  # refuses a damaged file
+            path = os.path.join(hist, name)
+            got = read_node_file(path)  # never through a symlink
+            if got is None:
+                raise NodeNotFound(f"node {node_id} of session {op.sid} vanished ({path})")
+            raw = json_object(got[1], f"node file {path}")
+            node = node_from_json(raw, path)  # refuses a damaged file
+            md = dict(node.metadata)
             for key, value in patch.items():
                 if key == "predecessor":
                     continue
@@ -66,18 +75,19 @@ class MarkOps:
                 else:
                     md[key] = value
             raw["metadata"] = md
-            out = json.dumps(raw, ensure_ascii=False).encode("utf-8")
-            staged.append((name, out, node_from_json(raw, name)))  # = parse_node(out)
+            names.append(name)
+            items.append((path, json.dumps(raw, ensure_ascii=False).encode("utf-8")))
+            nodes.append(dataclasses.replace(node, metadata=md))  # = parse_node(new bytes)
 
         def staged_point() -> None:
             if crash_points:
                 fault_point("mark-staged")
 
         def adopt(i: int) -> None:
-            name, out, node = staged[i]
-            idx.record_own_write(name, node, out)
-            if i == 0 and crash_points:
-                fault_point("mid-mark")
+            idx.record_own_write(names[i], nodes[i], items[i][1])
+            if crash_points:
+                if i == 0:
+                    fault_point("mid-mark")
+                fault_point("mark-renamed")
 
-        atomic_write_many([(idx.hist / name, out) for name, out, _ in staged],
-                          before_rename=staged_point, after_rename=adopt)
+        atomic_write_many(items, before_rename=staged_point, after_rename=adopt)
