@@ -17,8 +17,9 @@ batch size, how much slower the largest workspace writes than the smallest (the 
 1.3x), for ours and the baseline.
 
 Usage:
-    python benchmarks/bench_write_cost.py [--sizes 1,10,50] [--turns 1000]
-        [--baseline-batches 2] [--baseline-rev REV]
+    python benchmarks/bench_write_cost.py [--sizes 1,10,50] [--turns 1000] [--batches 16,2]
+        [--baseline-batches 2] [--baseline-rev REV] [--quick]
+    (--quick: 1 MB, 16k batches only, 600 turns, one baseline batch, 3 runs a side: 1-2 minutes)
 """
 
 from __future__ import annotations
@@ -72,17 +73,28 @@ def index_size():
     conn.close()
     return sum(os.path.getsize(rt / n) for n in os.listdir(rt) if n.startswith("search.sqlite"))
 
+marking = [0.0]  # seconds inside the mark step (merge_node_metadata_batch)
+_merge = mem.store.merge_node_metadata_batch
+def timed_merge(*a, **k):
+    t = time.perf_counter()
+    try:
+        return _merge(*a, **k)
+    finally:
+        marking[0] += time.perf_counter() - t
+mem.store.merge_node_metadata_batch = timed_merge
+
 session("warm", 2, "Warm up")
 session("s", turns, "Offsite planning")
 t0 = time.perf_counter()
 assert mem.write_session("warm").failure is None
 cold = time.perf_counter() - t0
 topics0, git0, idx0 = size(mem.workspace.topics_dir), size(mem.workspace.root / ".git"), index_size()
-t0 = time.perf_counter()
+t0, marking[0] = time.perf_counter(), 0.0
 result = mem.write_session("s")
 elapsed = time.perf_counter() - t0
 assert result.failure is None and len(result.marked) == turns, result.failure
 print(json.dumps({"rate": turns / elapsed, "batches": len(result.steps), "cold": cold,
+                  "mark_per_turn": marking[0] / turns,
                   "topics_added": size(mem.workspace.topics_dir) - topics0,
                   "git_added": size(mem.workspace.root / ".git") - git0,
                   "index_added": index_size() - idx0}))
@@ -101,6 +113,12 @@ def run(src: Path, mb: float, turns: int, batch: int) -> dict:
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def median_run(rounds: int, src: Path, mb: float, turns: int, batch: int) -> dict:
+    """The run with the median rate of ``rounds`` runs (load swings hit single runs)."""
+    runs = sorted((run(src, mb, turns, batch) for _ in range(rounds)), key=lambda r: r["rate"])
+    return runs[len(runs) // 2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1,10,50", help="MB of topics, comma separated")
@@ -110,34 +128,46 @@ def main() -> None:
     ap.add_argument("--baseline-rev", default=BASELINE_COMMIT,
                     help=f"the commit the baseline runs (default {BASELINE_COMMIT}, before "
                          f"issue 12's work)")
+    ap.add_argument("--batches", default="16,2", help="batch sizes in thousands of tokens")
+    ap.add_argument("--rounds", type=int, default=1, help="runs per side and row (median)")
+    ap.add_argument("--quick", action="store_true",
+                    help="--sizes 1 --batches 16 --turns 600 --baseline-batches 1 --rounds 3")
     args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.batches, args.turns = "1", "16", 600
+        args.baseline_batches, args.rounds = 1, 3
+    batches = [int(x) * 1000 for x in args.batches.split(",")]
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
           f"commit {args.baseline_rev}\n")
-    print("| topics | batch | ours turns/s | baseline turns/s | ours / baseline | ours cold "
-          "first write | index growth / text | git growth / text | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"{args.rounds} run(s) per side and row, the median shown\n")
+    print("| topics | batch | ours turns/s | baseline turns/s | ours / baseline | mark ms/turn "
+          "ours / baseline | ours cold first write | index growth / text | git growth / text "
+          "| load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for mb in (float(x) for x in args.sizes.split(",")):
-        for batch in (16_000, 2_000):
-            ours = run(ours_src(), mb, args.turns, batch)
+        for batch in batches:
+            ours = median_run(args.rounds, ours_src(), mb, args.turns, batch)
             # The baseline writes the same full-size batches, only fewer of them.
             per_batch = max(1, args.turns // max(1, ours["batches"]))
-            base = run(baseline_src(args.baseline_rev), mb,
-                       min(args.turns, args.baseline_batches * per_batch),
-                       batch) if args.baseline_batches else None
+            base = median_run(args.rounds, baseline_src(args.baseline_rev), mb,
+                              min(args.turns, args.baseline_batches * per_batch),
+                              batch) if args.baseline_batches else None
             text = max(ours["topics_added"], 1)
             rows.append((mb, batch, ours, base))
             print(f"| {mb:g} MB | {batch // 1000}k | {ours['rate']:.0f} "
                   f"| {base['rate']:.0f} | {ours['rate'] / base['rate']:.1f}× "
                   if base else f"| {mb:g} MB | {batch // 1000}k | {ours['rate']:.0f} | – | – ",
                   end="")
+            print(f"| {ours['mark_per_turn'] * 1000:.2f} / "
+                  + (f"{base['mark_per_turn'] * 1000:.2f} " if base else "– "), end="")
             print(f"| {ours['cold'] * 1000:.0f} ms | {ours['index_added'] / text:.2f} "
                   f"| {ours['git_added'] / text:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
     print(f"\nload average at end {load()}")
     sizes = sorted({mb for mb, *_ in rows})
     for side, pick in (("ours", 2), ("baseline", 3)):
         by = {(mb, b): r[pick]["rate"] for r in rows for mb, b in [r[:2]] if r[pick]}
-        for batch in (16_000, 2_000):
+        for batch in batches:
             rates = [by[(mb, batch)] for mb in sizes if (mb, batch) in by]
             if len(rates) > 1:
                 print(f"{side}, {batch // 1000}k batches: throughput at {sizes[0]:g} MB / at "

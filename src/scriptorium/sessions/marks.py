@@ -5,7 +5,6 @@ node and node files are whole JSON at every instant (DESIGN §3: marks touch not
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -65,8 +64,8 @@ class MarkOps:
             if got is None:
                 raise NodeNotFound(f"node {node_id} of session {op.sid} vanished ({path})")
             raw = json_object(got[1], f"node file {path}")
-            node = node_from_json(raw, path)  # refuses a damaged file
-            md = dict(node.metadata)
+            node = node_from_json(raw, path)  # refuses a damaged file; a new object
+            md = node.metadata = dict(node.metadata)
             for key, value in patch.items():
                 if key == "predecessor":
                     continue
@@ -77,7 +76,7 @@ class MarkOps:
             raw["metadata"] = md
             names.append(name)
             items.append((path, json.dumps(raw, ensure_ascii=False).encode("utf-8")))
-            nodes.append(dataclasses.replace(node, metadata=md))  # = parse_node(new bytes)
+            nodes.append(node)  # = parse_node(the new bytes)
 
         def staged_point() -> None:
             if crash_points:
