@@ -16,7 +16,9 @@ Why syncfs: it writes back every dirty page of the filesystem and commits the jo
 so a batch pays one flush instead of one per file; from Linux 5.8 on it returns write-back
 errors like fsync does (earlier kernels, and other systems, take the fsync path). Its cost
 includes other dirty data on the same filesystem, which an fsync per file on a journalling
-filesystem largely pays too (a journal commit flushes the data it orders).
+filesystem largely pays too (a journal commit flushes the data it orders). Where a
+filesystem is shared with heavy unrelated writers, ``SCRIPTORIUM_NO_SYNCFS=1`` (read at import)
+takes the fsync path instead.
 
 Before step 3 each old file gets a second name (a hard link, ``.<name>.<pid>-<n>.old.tmp``),
 so the rename itself frees nothing: freeing a replaced file's blocks is the slow part of a
