@@ -62,8 +62,13 @@ def test_when_the_bytes_cannot_be_made_durable_nothing_is_renamed_and_no_temp_is
         ctypes.set_errno(errno.EIO)
         return -1
 
+    monkeypatch.setattr(fsbatch, "USE_SYNCFS", True)
     monkeypatch.setattr(fsbatch, "_SYNCFS", failing_syncfs)
     with pytest.raises(OSError, match="syncfs"):
+        fsbatch.atomic_write_many([(p, b"new") for p in paths])
+    monkeypatch.setattr(fsbatch, "USE_SYNCFS", False)
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "EIO")))
+    with pytest.raises(OSError):
         fsbatch.atomic_write_many([(p, b"new") for p in paths])
     assert [p.read_bytes() for p in paths] == [b'{"old": %d}' % i for i in range(6)]
     assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in paths)

@@ -166,20 +166,19 @@ def _record_durability(monkeypatch, events: list[str]) -> None:
                             lambda fd: (events.append("syncfs"), real_syncfs(fd))[1])
 
 
-@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-per-file"])
+@pytest.mark.parametrize("syncfs", [False, True], ids=["fsyncs-together", "syncfs"])
 def test_a_mark_batch_makes_every_new_file_durable_in_one_step_before_the_first_rename(
         tmp_path, monkeypatch, chat, syncfs):
     if syncfs and fsbatch._SYNCFS is None:
         pytest.skip("no syncfs(2) here (Linux >= 5.8)")
-    if not syncfs:
-        monkeypatch.setattr(fsbatch, "_SYNCFS", None)  # another OS, or Linux before 5.8
+    monkeypatch.setattr(fsbatch, "USE_SYNCFS", syncfs)  # opted in by SCRIPTORIUM_SYNCFS=1
     store = SessionStore(tmp_path / "sessions", git=False)
     ids = chat(store, "s", *[f"n{i}" for i in range(20)])
     events: list[str] = []
     _record_durability(monkeypatch, events)
     store.merge_node_metadata_batch("s", {nid: {MARK: "w-1"} for nid in ids})
-    # one syncfs (or the fsyncs issued together) before the first rename, then the renames,
-    # then one fsync of the one directory: no fsync per node with syncfs
+    # the fsyncs issued together (or one syncfs) before the first rename, then the renames,
+    # then one fsync of the one directory
     durable = ["syncfs"] if syncfs else ["fsync"] * 20
     assert events == (durable + ["rename"] * 20
                       + [f"fsync-dir {store.root / 's' / 'history'}"])
