@@ -168,7 +168,9 @@ def _retire(target: str) -> str | None:
     parent, name = os.path.split(target)
     old = os.path.join(parent, f".{name}.{os.getpid():x}-{next(_names):x}.old.tmp")
     try:
-        os.link(target, old, follow_symlinks=False)
+        # never follow a symlink where the platform lets us say so (the target was refused
+        # if it is one)
+        os.link(target, old, follow_symlinks=os.link not in os.supports_follow_symlinks)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.EEXIST, errno.EPERM, errno.EMLINK, errno.EXDEV,
                          errno.ENOTSUP, errno.EOPNOTSUPP):
