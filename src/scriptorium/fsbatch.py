@@ -163,8 +163,8 @@ def _unlink(path: str) -> None:
 
 
 def _retire(target: str) -> str | None:
-    """A second name for ``target``'s current file, so replacing it does not free its blocks
-    in the caller's time; None when there is nothing to keep (no file, or links refused)."""
+    """A second name for ``target``'s current file, so the rename over it frees no blocks
+    (the freeing threads do); None when there is nothing to keep (no file, links refused)."""
     parent, name = os.path.split(target)
     old = os.path.join(parent, f".{name}.{os.getpid():x}-{next(_names):x}.old.tmp")
     try:
