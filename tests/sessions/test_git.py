@@ -66,3 +66,64 @@ def test_rewind_is_committed(gstore, chat):
     gstore.rewind("s1", "u2")
     assert gstore.git_log("s1")[0]["message"] == "rewind"
     assert gstore.commit_turn("s1", "nothing new") is None
+
+
+def test_a_sessions_history_is_packed_every_pack_every_commits(gstore, monkeypatch):
+    """Each turn's commit writes the whole history/ tree anew, stored loose (undeflated); every
+    PACK_EVERY commits (counted across processes, in .git) they are packed as deltas."""
+    from scriptorium.sessions import commits
+
+    monkeypatch.setattr(commits, "PACK_EVERY", 3)
+    gstore.create_session("s1")
+    sdir = gstore.root / "s1"
+
+    def loose() -> int:
+        counts = dict(line.split(": ") for line in git(sdir, "count-objects", "-v").splitlines())
+        return int(counts["count"])
+
+    def turn(i: int, store=gstore) -> None:
+        store.append_message("s1", {"id": f"u{i}", "role": "user", "content": f"q{i}"})
+        store.append_message("s1", {"id": f"a{i}", "role": "assistant", "content": f"a{i}"})
+
+    turn(0)  # init + the first commit (1 of 3)
+    turn(1)  # 2 of 3
+    assert loose() > 0
+    assert (sdir / ".git" / commits.UNPACKED_NAME).read_text() == "2\n"
+    turn(2, type(gstore).from_home(gstore.root.parent))  # another process's store adds up
+    assert loose() == 0
+    assert (sdir / ".git" / commits.UNPACKED_NAME).read_text() == "0\n"
+    assert [c["message"] for c in gstore.git_log("s1")][:3] == ["turn: q2", "turn: q1",
+                                                               "turn: q0"]
+    assert subprocess.run(["git", "fsck", "--no-progress"], cwd=sdir).returncode == 0
+    assert git(sdir, "status", "--porcelain") == ""
+
+
+def test_a_failed_packing_keeps_the_commit_and_says_so(gstore, monkeypatch):
+    """Packing is upkeep: when it fails the turn and its commit stand, the append warns, and
+    the count stays due so the next commit packs."""
+    from scriptorium.errors import ReasonCode, WriteFailed
+    from scriptorium.gitrepo import GitRepo
+    from scriptorium.sessions import commits
+
+    monkeypatch.setattr(commits, "PACK_EVERY", 2)
+    real_repack = GitRepo.repack
+
+    def broken(self, *, quick=False):
+        raise WriteFailed("git repack failed: No space left on device",
+                          code=ReasonCode.DISK_FULL, retryable=True)
+
+    gstore.create_session("s1")
+    gstore.append_message("s1", {"id": "u0", "role": "user", "content": "q0"})
+    gstore.append_message("s1", {"id": "a0", "role": "assistant", "content": "a0"})
+    monkeypatch.setattr(GitRepo, "repack", broken)
+    gstore.append_message("s1", {"id": "u1", "role": "user", "content": "q1"})
+    added = gstore.add("s1", {"id": "a1", "role": "assistant", "content": "a1"})
+    assert [c["message"] for c in gstore.git_log("s1")][0] == "turn: q1"
+    assert len(added.warnings) == 1 and "not packed" in added.warnings[0]
+    assert "No space left" in added.warnings[0]
+    monkeypatch.setattr(GitRepo, "repack", real_repack)
+    sdir = gstore.root / "s1"
+    gstore.append_message("s1", {"id": "u2", "role": "user", "content": "q2"})
+    assert not gstore.add("s1", {"id": "a2", "role": "assistant", "content": "a2"}).warnings
+    assert (sdir / ".git" / commits.UNPACKED_NAME).read_text() == "0\n"
+    assert git(sdir, "count-objects").startswith("0 objects")

@@ -1,6 +1,8 @@
 """The per-turn git history of a session: lazy init, one commit per completed turn, and the
 log. A commit stages what the index saw change rather than the whole tree, so its cost does
-not include a stat of every node file."""
+not include a stat of every node file; it stores the big ``history/`` tree object without
+deflating it, and the history is packed every PACK_EVERY commits (deltas make the stored trees
+small again)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from .ops import Op
 
 GITIGNORE = f"{LOCK_NAME}\n*.tmp\nlarge_nodes/\nfile_backups/\n"
 FULL_STAGE_EVERY = 64  # commits between two full ``git add -A`` (amortised)
+PACK_EVERY = 32  # commits between two packings of the session's history (amortised)
+UNPACKED_NAME = "scriptorium-unpacked"  # in .git: commits made since the last packing
 
 
 class CommitOps:
@@ -50,7 +54,7 @@ class CommitOps:
                 sha = repo.commit_all(message)
                 idx.commits_since_full = 0
             else:
-                sha = repo.commit_paths(message, sorted(idx.uncommitted))
+                sha = repo.commit_paths(message, sorted(idx.uncommitted), tree_compression=0)
                 idx.commits_since_full += 1
         except ScriptoriumError as exc:
             idx.stage_all = True  # the next commit takes everything in
@@ -61,7 +65,29 @@ class CommitOps:
             return None
         idx.uncommitted.clear()
         idx.stage_all = False
+        if sha is not None:
+            try:
+                self._maybe_pack(repo)
+            except (ScriptoriumError, OSError) as exc:  # the commit stands; the next packing retries
+                op.warnings.append(f"session {op.sid}: committed, but the history was not "
+                                   f"packed ({getattr(exc, 'code', 'os-error')}: {exc})")
         return sha
+
+    @staticmethod
+    def _maybe_pack(repo: GitRepo) -> None:
+        """Pack the loose objects every PACK_EVERY commits (counted in ``.git``, so short
+        processes add up). A turn's commit writes the whole ``history/`` tree anew (the flat
+        layout of DESIGN §3), stored loose and undeflated: at 10,000 nodes about 0.5 MB a
+        commit, which a packing turns into deltas of a few hundred bytes."""
+        counter = repo.gitdir / UNPACKED_NAME
+        try:
+            count = int(counter.read_text(encoding="ascii")) + 1
+        except (OSError, ValueError):
+            count = 1
+        if count >= PACK_EVERY:
+            repo.repack(quick=True)  # on failure the count stays due: the next commit tries again
+            count = 0
+        atomic_write_text(counter, f"{count}\n", durable=False)
 
     def _maybe_commit(self, op: Op, node: Node,
                       commit: bool | None) -> str | None:
