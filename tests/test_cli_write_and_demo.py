@@ -79,3 +79,49 @@ def test_the_demo_refuses_a_directory_that_is_not_empty(tmp_path):
     (tmp_path / "x").write_text("")
     result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path)])
     assert result.exit_code == 2 and "not empty" in result.stderr
+
+
+def test_memory_write_all_json_is_one_document_written_row_by_row(cli):
+    """The rows are printed as each session is done (nothing is held until the end), and
+    stdout is still exactly the one document ``json.dumps`` of the whole would give."""
+    for sid in ("a", "b", "c"):
+        cli.json("session", "new", "--id", sid, "--title", f"Deploys {sid}")
+        cli.json("session", "add", sid, "--role", "user", "--text", f"Deploy {sid} on Tuesday.")
+        cli.json("session", "add", sid, "--role", "assistant", "--text", "Noted.")
+    result = cli("memory", "write", "--all", "--force", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert sorted(r["session_id"] for r in doc["sessions"]) == ["a", "b", "c"]
+    assert all(len(r["marked"]) == 2 and r["failure"] is None for r in doc["sessions"])
+    assert result.stdout == json.dumps(doc, ensure_ascii=False) + "\n"
+    human = cli("memory", "write", "--all")
+    assert human.exit_code == 0
+    assert sorted(human.stdout.splitlines()) == sorted(
+        [f"{sid}: 0 batch(es), 0 turn(s) written" for sid in "abc"] + ["  nothing pending"] * 3)
+
+
+def test_an_error_midway_through_write_all_closes_the_json_document_with_it(cli,
+                                                                           monkeypatch):
+    from scriptorium.memory.writing import Memory
+
+    for sid in ("a", "b"):
+        cli.json("session", "new", "--id", sid)
+        cli.json("session", "add", sid, "--role", "user", "--text", f"Deploy {sid} on Tuesday.")
+        cli.json("session", "add", sid, "--role", "assistant", "--text", "Noted.")
+    real = Memory.write_session
+    calls: list[str] = []
+
+    def second_fails(self, sid):
+        calls.append(sid)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(self, sid)
+
+    monkeypatch.setattr(Memory, "write_session", second_fails)
+    result = cli("memory", "write", "--all", "--force", "--json")
+    assert result.exit_code != 0
+    doc = json.loads(result.stdout)  # one whole document: the row written, then the error
+    assert [r["session_id"] for r in doc["sessions"]] == calls[:1]
+    assert len(doc["sessions"][0]["marked"]) == 2
+    assert doc["error"]["code"] == "DISK_FULL" and "space" in doc["error"]["message"]
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")

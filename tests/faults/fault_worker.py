@@ -67,7 +67,7 @@ class MarkFirstMemory(Memory):
         from scriptorium.memory.writers import WriteJob, run_writer
         from scriptorium.memory.writing import StepResult, to_source_record
 
-        step = StepResult(batch=list(batch), tip=tip)
+        step = StepResult(batch_ids=[r.node_id for r in batch], tip=tip)
         if not batch:
             return step
         try:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import click
 
+from ..errors import ScriptoriumError, from_os_error
 from .app import App, command, memory, output
 
 
@@ -68,27 +70,59 @@ def write_cmd(app: App, session_ids: tuple[str, ...], all_sessions: bool, force:
         bar, total = shown
         with bar:
             task = bar.add_task("writing memory", total=total)
-            results = mem.write(ids, force=force, progress=lambda _sid: bar.advance(task))
+            failed = _report_each(app, mem, mem.write_each(
+                ids, force=force, progress=lambda _sid: bar.advance(task)))
     else:
-        results = mem.write(ids, force=force)
-    data = {"workspace_id": mem.workspace_id, "sessions": [r.to_dict() for r in results]}
-
-    def human(d: dict[str, Any]) -> str:
-        lines = []
-        for row in d["sessions"]:
-            lines.append(f"{row['session_id']}: {row['batches']} batch(es), "
-                         f"{len(row['marked'])} turn(s) written")
-            lines += pending_lines(row.get("pending") or [])
-        return "\n".join(lines) or "no sessions"
-
-    output(app, data, human)
-    failed = [r for r in results if r.failure]
-    for r in failed:  # the reason of a failed write is an error: stderr, in every mode
-        assert r.failure is not None
-        click.echo(f"error: {r.session_id}: write failed: {r.failure.reason_code}: "
-                   f"{r.failure.message}", err=True)
+        failed = _report_each(app, mem, mem.write_each(ids, force=force))
+    for row in failed:  # the reason of a failed write is an error: stderr, in every mode
+        click.echo(f"error: {row['session_id']}: write failed: "
+                   f"{row['failure']['reason_code']}: {row['failure']['message']}", err=True)
     if failed:
         sys.exit(1)
+
+
+def _report_each(app: App, mem: Any, results: Iterator[Any]) -> list[dict]:
+    """Print each session's result as it comes and let it go (a write of thousands of
+    sessions holds one result at a time); return the failed rows.
+
+    Under ``--json`` stdout is still one document, ``{"workspace_id", "sessions": [...]}``,
+    written row by row; an error that stops the run midway closes it with ``"error"`` (the
+    document is whole, the rows say what was written) before the usual one line on stderr."""
+    failed: list[dict] = []
+    opened = False
+    try:
+        for result in results:
+            row = result.to_dict()
+            if row["failure"]:
+                failed.append({"session_id": row["session_id"], "failure": row["failure"]})
+            if app.as_json:
+                text = json.dumps(row, ensure_ascii=False, default=str)
+                click.echo(f", {text}" if opened else f"{_json_head(mem)}[{text}", nl=False)
+            else:
+                click.echo("\n".join([f"{row['session_id']}: {row['batches']} batch(es), "
+                                      f"{len(row['marked'])} turn(s) written",
+                                      *pending_lines(row.get("pending") or [])]))
+            opened = True
+            for warning in row.get("warnings") or []:
+                click.echo(f"warning: {row['session_id']}: {warning}", err=True)
+    except (ScriptoriumError, OSError) as exc:
+        if not (app.as_json and opened):
+            raise
+        error = exc if isinstance(exc, ScriptoriumError) else from_os_error(exc)
+        click.echo(f"], \"error\": {json.dumps(error.to_dict(), ensure_ascii=False)}}}")
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
+    if app.as_json:
+        click.echo("]}" if opened else f"{_json_head(mem)}[]}}")
+    elif not opened:
+        click.echo("no sessions")
+    return failed
+
+
+def _json_head(mem: Any) -> str:
+    """``{"workspace_id": "…", "sessions": `` exactly as ``json.dumps`` of the whole writes it."""
+    return json.dumps({"workspace_id": mem.workspace_id, "sessions": []},
+                      ensure_ascii=False)[:-3]
 
 
 @command(memory, "watch")

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .failures import Failure
-from .records import Record
 from .side_branches import PendingBranch
 
 
@@ -18,7 +17,9 @@ from .side_branches import PendingBranch
 class StepResult:
     """One batch handed to the writer."""
 
-    batch: list[Record]
+    # the batch's node ids, oldest first (not its records: a result outlives its batch, and
+    # a write of many sessions must not keep every turn's text until it ends)
+    batch_ids: list[str]
     tip: str | None = None  # the branch tip whose walk offered this batch
     marked: list[str] = field(default_factory=list)
     changed_files: list[str] = field(default_factory=list)

@@ -206,7 +206,7 @@ class Memory:
         """Archive, write and mark one batch (see the module docstring for the order).
         ``own_blocks``: paragraphs earlier batches of this run created (the writer may
         remove those; any other paragraph citing turns outside the batch it must keep)."""
-        step = StepResult(batch=list(batch), tip=tip)
+        step = StepResult(batch_ids=[r.node_id for r in batch], tip=tip)
         if not batch:
             step.note = "empty batch"
             return step
@@ -271,8 +271,7 @@ class Memory:
         at = _dt.datetime.fromtimestamp(self.clock(), _dt.timezone.utc).isoformat(
             timespec="seconds")
         try:
-            self.blocked.note(session_id, tip, step.failure, [r.node_id for r in step.batch],
-                              step.marked, at)
+            self.blocked.note(session_id, tip, step.failure, step.batch_ids, step.marked, at)
         except OSError:
             pass  # a report that cannot be saved never turns a write into a failure
 
@@ -413,6 +412,13 @@ class Memory:
         """Write the given sessions (default: all), forced (boundary) or per-turn. An unknown
         session id is refused (SessionNotFound) before anything is written; a session whose
         write fails reports its failure in its result, and the others are still written."""
+        return list(self.write_each(session_ids, force=force, progress=progress))
+
+    def write_each(self, session_ids: Iterable[str] | None = None, *, force: bool = False,
+                   progress: Callable[[str], None] | None = None) -> Iterator[SessionResult]:
+        """:meth:`write` one session at a time: each result as soon as its session is done
+        (unknown ids are refused here, before anything is written). A caller that reports
+        each result and lets it go holds one session's worth of results, not the home's."""
         if session_ids is None:
             ids = [row["session_id"] for row in self.store.list_sessions()]
         else:
@@ -420,7 +426,10 @@ class Memory:
             for sid in ids:  # refuse a name nobody has before writing anything
                 if not self.store.exists(sid):
                     raise SessionNotFound(f"unknown session {sid!r}")
-        results = []
+        return self._write_each(ids, force, progress)
+
+    def _write_each(self, ids: list[str], force: bool,
+                    progress: Callable[[str], None] | None) -> Iterator[SessionResult]:
         for sid in ids:
             try:
                 result = self.write_session(sid) if force else self.write_turn(sid)
@@ -431,10 +440,9 @@ class Memory:
                                                     failure=result.failure)
             except ScriptoriumError:
                 result.pending = None  # the failure above already says why
-            results.append(result)
             if progress:
                 progress(sid)
-        return results
+            yield result
 
     # -- importers ------------------------------------------------------------------------
 

@@ -1,0 +1,82 @@
+"""Writing every session of a home holds a bounded amount, whatever the number of sessions
+(issue 12: peak RSS of ``write --all`` must not grow with the home). Asserted by counting what
+is alive, never by timing or by RSS: after the writes of K sessions and after K more, the live
+objects of our own types, the open file descriptors, sqlite connections and threads are the
+same. The bounded caches are made small so that K sessions fill them.
+
+Known and excluded: the topic catalog (``catalog.TopicSummary`` / ``BlockSummary``) is the
+index of what memory already cites, kept in memory: it grows with what memory holds (each
+written turn's citation), not with the sessions walked.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+import threading
+from collections import Counter
+from pathlib import Path
+
+from scriptorium.config import load_settings
+from scriptorium.memory.sources import archive as archive_mod
+from scriptorium.memory.writing import Memory
+from scriptorium.sessions import store as store_mod
+
+K = 6
+CATALOG_TYPES = {"TopicSummary", "BlockSummary"}
+
+
+def make_home(home: Path, sessions: int, turns: int = 4) -> None:
+    """``sessions`` short sessions written straight to disk (the store's format)."""
+    for s in range(sessions):
+        hist = home / "sessions" / f"s{s}" / "history"
+        hist.mkdir(parents=True)
+        prev = "ROOT"
+        for i in range(turns):
+            role = "user" if i % 2 == 0 else "llm"
+            node = {"id": f"s{s}t{i}", "created_at": 1_700_000_000.0 + i, "seq": i,
+                    "role": role, "name": "", "input": None, "caller": "",
+                    "predecessor": prev, "reads": [], "metadata": {},
+                    "output": f"Session {s} turn {i}: the kiln batch {s} fires at {i + 8}."}
+            (hist / f"{i:08d}-{role[0]}-s{s}t{i}.json").write_text(json.dumps(node))
+            prev = node["id"]
+        (hist.parent / "meta.json").write_text(json.dumps(
+            {"id": f"s{s}", "title": f"Kiln log {s % 3}", "head_id": prev}))
+
+
+def alive() -> Counter[str]:
+    """Live objects of scriptorium's own types (by qualified name), plus the process's open
+    descriptors, sqlite connections and threads."""
+    gc.collect()
+    counts: Counter[str] = Counter()
+    for obj in gc.get_objects():
+        kind = type(obj)
+        if kind.__module__.startswith("scriptorium") and kind.__name__ not in CATALOG_TYPES:
+            counts[f"{kind.__module__}.{kind.__qualname__}"] += 1
+        elif isinstance(obj, sqlite3.Connection):
+            counts["sqlite3.Connection"] += 1
+    counts["open fds"] = len(os.listdir("/proc/self/fd"))
+    counts["threads"] = threading.active_count()
+    return counts
+
+
+def test_writing_twice_as_many_sessions_leaves_no_more_alive(home, monkeypatch):
+    monkeypatch.setattr(store_mod, "MAX_OPEN_SESSIONS", 2)
+    monkeypatch.setattr(archive_mod, "MAX_CACHED_FILES", 2)
+    make_home(home, 3 * K)
+    mem = Memory.open(home, settings=load_settings(home))
+    results = mem.write_each(force=True)
+    seen: list[Counter[str]] = []
+    marked = 0
+    for n, result in enumerate(results, 1):
+        assert result.failure is None, result.failure
+        marked += len(result.marked)
+        if n in (K, 3 * K):
+            del result  # a caller that reports each result lets it go
+            seen.append(alive())
+    assert marked == 3 * K * 4  # every turn of every session was written
+    first, last = seen
+    grew = {kind: (first[kind], last[kind]) for kind in last if last[kind] > first[kind]}
+    assert not grew, f"alive after {K} / {3 * K} sessions: {grew}"
