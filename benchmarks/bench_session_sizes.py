@@ -10,8 +10,10 @@
 3. The per-turn git commit at each size: ours (``update-index`` of the changed files,
    ``write-tree --missing-ok``, plumbing commit) against the way before it (``add -A --
    files``, a ``write-tree`` that looks up every blob) and ``git add -A`` + ``git commit``
-   on the same repository, rounds interleaved; with the size of the ``history/`` tree object
-   every commit writes anew (the flat layout of DESIGN §3).
+   on the same repository, rounds interleaved; with our CPU time (this process and git), the
+   mean of PACK_EVERY more commits of ours (so one packing of the history is included), and
+   the size of the ``history/`` tree object every commit writes anew (the flat layout of
+   DESIGN §3).
 4. Marking a 20-node batch (``merge_node_metadata_batch``): ours (one durable step) against
    one atomic, fsynced replace per node (the old way: two fsyncs per node); and the next
    read after a mark, which re-lists ``history/`` (a mark never records the index as synced).
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -175,6 +178,14 @@ def appends(tmp: Path, sizes: list[int], rounds: int) -> None:
               f"{scans} in {2 * rounds} appends |")
 
 
+def cpu() -> float:
+    """CPU seconds of this process and its finished children (the git commands): less
+    sensitive than wall time to the load of a shared machine."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), \
+        resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def add_paths_commit(repo: GitRepo, message: str, paths: list[str]) -> str | None:
     """The per-turn commit before this change (commit 683ba17): ``add -A -- paths`` (a
     pathspec match), ``write-tree`` (which looks up every blob the index names), plumbing."""
@@ -189,7 +200,8 @@ def add_paths_commit(repo: GitRepo, message: str, paths: list[str]) -> str | Non
 def commits(tmp: Path, sizes: list[int], rounds: int) -> None:
     header("The per-turn git commit (after a turn's two appends), rounds interleaved",
            "nodes", "ours: `update-index` of the changed files, `write-tree --missing-ok`, "
-           "plumbing commit", f"ours, mean of {PACK_EVERY} (one packing)",
+           "plumbing commit", "ours: CPU (this process + git)",
+           f"ours, mean of {PACK_EVERY} (one packing)",
            "before: `add -A -- files`, `write-tree`, plumbing",
            "`add -A` + `commit`", "ours / before", "`history/` tree object")
     for n in [10, *sizes]:
@@ -201,7 +213,7 @@ def commits(tmp: Path, sizes: list[int], rounds: int) -> None:
         repo._run(["-c", "gc.auto=0", "repack", "-a", "-d", "-q"])  # a maintained history:
         # the generated node files' blobs packed, as the packing every PACK_EVERY commits
         # keeps a session built turn by turn
-        ours, before, full = [], [], []
+        ours, before, full, ours_cpu = [], [], [], []
         for i in range(rounds):
             for bucket in (ours, before, full):
                 store.append_message(sid, {"role": "user", "content": f"q{i}"}, commit=False)
@@ -209,9 +221,10 @@ def commits(tmp: Path, sizes: list[int], rounds: int) -> None:
                                      commit=False)
                 changed = sorted(store._index(sid).uncommitted) \
                     if bucket is before else []
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), cpu()
                 if bucket is ours:
                     assert store.commit_turn(sid, f"turn: q{i}")
+                    ours_cpu.append(cpu() - c0)
                 elif bucket is before:
                     assert add_paths_commit(repo, f"turn: q{i}", changed)
                 else:
@@ -228,7 +241,8 @@ def commits(tmp: Path, sizes: list[int], rounds: int) -> None:
             t0 = time.perf_counter()
             assert store.commit_turn(sid, f"turn: p{i}")
             amortised.append(time.perf_counter() - t0)
-        print(f"| {n:,} | {ms(o)} ms | {ms(statistics.mean(amortised))} ms | {ms(b)} ms "
+        print(f"| {n:,} | {ms(o)} ms | {ms(statistics.median(ours_cpu))} ms "
+              f"| {ms(statistics.mean(amortised))} ms | {ms(b)} ms "
               f"| {ms(f)} ms | {o / b:.2f}x | {size / 1000:.0f} kB |")
 
 

@@ -1,8 +1,8 @@
 """Writing every session of a home holds a bounded amount, whatever the number of sessions
 (issue 12: peak RSS of ``write --all`` must not grow with the home). Asserted by counting what
 is alive, never by timing or by RSS: after the writes of K sessions and after K more, the live
-objects of our own types, the open file descriptors, sqlite connections and threads are the
-same. The bounded caches are made small so that K sessions fill them.
+objects of our own types, the paths, the open file descriptors, sqlite connections and threads
+are the same. The bounded caches are made small so that K sessions fill them.
 
 Known and excluded: the topic catalog (``catalog.TopicSummary`` / ``BlockSummary``) is the
 index of what memory already cites, kept in memory: it grows with what memory holds (each
@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 from collections import Counter
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from scriptorium.config import load_settings
 from scriptorium.memory.sources import archive as archive_mod
@@ -47,16 +47,16 @@ def make_home(home: Path, sessions: int, turns: int = 4) -> None:
 
 
 def alive() -> Counter[str]:
-    """Live objects of scriptorium's own types (by qualified name), plus the process's open
-    descriptors, sqlite connections and threads."""
+    """Live objects of scriptorium's own types (by qualified name), paths and sqlite
+    connections, plus the process's open descriptors and threads."""
     gc.collect()
     counts: Counter[str] = Counter()
     for obj in gc.get_objects():
         kind = type(obj)
         if kind.__module__.startswith("scriptorium") and kind.__name__ not in CATALOG_TYPES:
             counts[f"{kind.__module__}.{kind.__qualname__}"] += 1
-        elif isinstance(obj, sqlite3.Connection):
-            counts["sqlite3.Connection"] += 1
+        elif isinstance(obj, (sqlite3.Connection, PurePath)):
+            counts[type(obj).__name__] += 1
     counts["open fds"] = len(os.listdir("/proc/self/fd"))
     counts["threads"] = threading.active_count()
     return counts

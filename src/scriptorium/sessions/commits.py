@@ -68,9 +68,9 @@ class CommitOps:
         if sha is not None:
             try:
                 self._maybe_pack(repo)
-            except (ScriptoriumError, OSError) as exc:  # the commit stands; the next packing retries
+            except (ScriptoriumError, OSError) as exc:  # the commit stands; a later one packs
                 op.warnings.append(f"session {op.sid}: committed, but the history was not "
-                                   f"packed ({getattr(exc, 'code', 'os-error')}: {exc})")
+                                   f"packed ({exc})")
         return sha
 
     @staticmethod
@@ -85,7 +85,7 @@ class CommitOps:
         except (OSError, ValueError):
             count = 1
         if count >= PACK_EVERY:
-            repo.repack(quick=True)  # on failure the count stays due: the next commit tries again
+            repo.repack(quick=True)  # on failure the count stays due: the next commit retries
             count = 0
         atomic_write_text(counter, f"{count}\n", durable=False)
 
