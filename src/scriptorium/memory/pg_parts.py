@@ -242,3 +242,58 @@ class PgSourceArchive(SourceArchive):
             self._pending[rel] = (text, parsed)
         else:
             super()._replace(rel, text, parsed)
+
+
+class PgBlockOrder:
+    """The creation order of memory blocks in a database home (migration ``work``): one
+    ``memory_block_order`` row per block an install created, ranked from a sequence in the
+    install's own transaction, so concurrent installs neither rewrite nor lock one growing
+    row. The runtime counters file (``runtime.json``) readers see is the counters row (what
+    the last explicit save wrote, verbatim) with these ranks merged in (:meth:`assembled`)."""
+
+    @staticmethod
+    def rank(conn: Any, created: Sequence[str]) -> None:
+        """Rank ``created`` after every block ranked so far (a block already ranked keeps
+        its place: a redo of an install creates nothing new)."""
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO memory_block_order (block_id, rank) VALUES "
+                            "(%s, nextval('memory_block_rank')) ON CONFLICT DO NOTHING",
+                            [(block_id,) for block_id in created])
+
+    @staticmethod
+    def saved(conn: Any, data: bytes | None) -> None:
+        """An explicit save of the whole counters file (a migration, a home copy; under the
+        exclusive lock, so no install ranks meanwhile): the file's own map is the order now,
+        and later ranks continue after it."""
+        from .directory import RuntimeState
+
+        conn.execute("DELETE FROM memory_block_order")
+        try:
+            obj = json.loads(data.decode("utf-8")) if data else None
+        except ValueError:
+            obj = None
+        order = RuntimeState.from_obj(obj).creation_order
+        conn.execute("SELECT setval('memory_block_rank', %s, false)",
+                     (max(order.values(), default=-1) + 1,))
+
+    @staticmethod
+    def marker(conn: Any) -> int | None:
+        """Moves whenever an install ranks a block (the newest rank)."""
+        return conn.execute("SELECT max(rank) FROM memory_block_order").fetchone()[0]
+
+    @staticmethod
+    def assembled(conn: Any, row: bytes | None) -> bytes | None:
+        """The counters file as readers see it: the saved row, plus every rank since."""
+        from .directory import RuntimeState
+
+        ranked = conn.execute("SELECT block_id, rank FROM memory_block_order "
+                              "ORDER BY rank").fetchall()
+        if not ranked:
+            return row
+        try:
+            obj = json.loads(row.decode("utf-8")) if row else None
+        except ValueError:
+            obj = None
+        state = RuntimeState.from_obj(obj)
+        state.creation_order.update(dict(ranked))
+        return state.dumps().encode("utf-8")

@@ -25,6 +25,7 @@ began from (:meth:`PgWorkspace.publish`). Upkeep holds the home's lock exclusive
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -39,7 +40,8 @@ from ..errors import CorruptFile, InvalidInput, ReasonCode
 from ..fsutil import atomic_write_bytes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
-from .pg_parts import AdvisoryLocks, PgBlockedBranches, PgHistory, PgSourceArchive, lock_key
+from .pg_parts import (AdvisoryLocks, PgBlockedBranches, PgBlockOrder, PgHistory,
+                       PgSourceArchive, lock_key)
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,6 +110,8 @@ class PgWorkspace(Workspace):
         self._local = threading.local()
         self._generation = 0           # the generation the mirror reflects
         self._have: dict[str, int] = {}  # path -> version the mirror holds
+        self._runtime_at: int | None = None  # the generation its counters file was checked at
+        self._order: tuple[int | None, int] | None = None  # (newest rank, counters version)
         self._in_transaction: list[Callable[["PgWorkspace", dict[str, bytes | None], Any],
                                             None]] = []
 
@@ -229,17 +233,22 @@ class PgWorkspace(Workspace):
 
     # -- the mirror -----------------------------------------------------------------------------
 
-    def refresh(self, *, full: bool = False) -> None:
+    def refresh(self, *, full: bool = False, counters: bool | None = None) -> None:
         """Pull every row written since the mirror's generation (``full``: everything) and
         write or delete the mirror files that differ. One repeatable-read snapshot, so the
-        mirror lands on exactly one generation."""
+        mirror lands on exactly one generation. The counters file (with the whole block
+        order, which grows with memory) is assembled only outside a write step unless
+        ``counters`` says otherwise: nothing in a step reads it (:meth:`load_runtime`)."""
         if full:
-            self._generation, self._have = 0, {}
+            self._generation, self._have, self._runtime_at = 0, {}, None
+        in_step = not counters if counters is not None else getattr(self._local, "step", False)
+        runtime: list[bytes | None] = []  # the assembled counters file, when it changed
         with self.pg.connection() as conn:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 generation = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
-                if generation == self._generation:
+                if generation == self._generation and (in_step
+                                                       or self._runtime_at == generation):
                     return
                 rows = conn.execute("SELECT path, version FROM memory_files WHERE version > %s",
                                     (self._generation,)).fetchall()
@@ -247,10 +256,48 @@ class PgWorkspace(Workspace):
                 contents = conn.execute("SELECT path, content, version FROM memory_files "
                                         "WHERE path = ANY(%s)", (wanted,)).fetchall() \
                     if wanted else []
+                if not in_step and self._runtime_at != generation:
+                    order = (PgBlockOrder.marker(conn),
+                             self._have.get(RUNTIME_FILE, 0) if RUNTIME_FILE not in wanted
+                             else next(v for p, _, v in contents if p == RUNTIME_FILE))
+                    if order != self._order:
+                        row = conn.execute("SELECT content FROM memory_files WHERE path = %s",
+                                           (RUNTIME_FILE,)).fetchone()
+                        runtime.append(PgBlockOrder.assembled(
+                            conn, bytes(row[0]) if row and row[0] is not None else None))
+                        self._order = order
+                    self._runtime_at = generation
         for path, content, version in contents:
-            self._write_mirror(path, None if content is None else bytes(content))
+            if path != RUNTIME_FILE:
+                self._write_mirror(path, None if content is None else bytes(content))
             self._have[path] = version
+        if runtime:
+            self._write_mirror(RUNTIME_FILE, runtime[0])
         self._generation = generation
+
+    def revision(self) -> str:
+        """The revision of memory as the database holds it now (the mirror pulled first)."""
+        self.refresh(counters=True)
+        return super().revision()
+
+    def load_runtime(self) -> RuntimeState:
+        """The counters as the database holds them now. Inside a write step: defaults, since
+        an install reads them only to rank the blocks it creates, which :meth:`_push` does
+        in the database (reading the whole order per install would grow with memory)."""
+        if getattr(self._local, "step", False):
+            return RuntimeState()
+        with self.pg.connection() as conn:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                row = conn.execute("SELECT content FROM memory_files WHERE path = %s",
+                                   (RUNTIME_FILE,)).fetchone()
+                data = PgBlockOrder.assembled(
+                    conn, bytes(row[0]) if row and row[0] is not None else None)
+        try:
+            obj = json.loads(data.decode("utf-8")) if data else None
+        except ValueError:
+            obj = None
+        return RuntimeState.from_obj(obj)
 
     def _write_mirror(self, rel: str, data: bytes | None) -> None:
         if not _is_memory_path(rel):
@@ -268,10 +315,11 @@ class PgWorkspace(Workspace):
         """Write ``writes`` (None: deleted) as one new generation, with its revision row when
         ``revision`` is given; returns the generation. With ``base`` (path -> the version a
         transaction began from), each topic file written must still be at that version,
-        else StaleTransaction (retryable) and nothing is written. The counters are merged,
-        not checked: every install that creates blocks writes them. The generation row is
-        updated first, so publishing transactions queue there and each checks a settled
-        state."""
+        else StaleTransaction (retryable) and nothing is written. The blocks an install
+        creates are ranked in rows of their own (:class:`PgBlockOrder`), not by rewriting the
+        counters file; a counters file written without a revision that creates blocks is an
+        explicit save. The generation row is updated first, so publishing transactions queue
+        there and each checks a settled state."""
         from .transaction import StaleTransaction
 
         for rel in writes:
@@ -292,8 +340,14 @@ class PgWorkspace(Workspace):
                             f"{moved[0]} changed while the writer was running (another "
                             "writer installed it); retry on a fresh stage",
                             code=ReasonCode.CONCURRENT_UPDATE)
-                if RUNTIME_FILE in writes and revision is not None and revision["created"]:
-                    writes[RUNTIME_FILE] = self._merged_runtime(conn, revision["created"])
+                created = revision["created"] if revision is not None else []
+                if RUNTIME_FILE in writes:
+                    if created:  # an install's counters differ only by its ranks: rows
+                        del writes[RUNTIME_FILE]
+                    else:
+                        PgBlockOrder.saved(conn, writes[RUNTIME_FILE])
+                if created:
+                    PgBlockOrder.rank(conn, created)
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO memory_files (path, content, version) VALUES (%s, %s, %s) "
@@ -318,26 +372,6 @@ class PgWorkspace(Workspace):
         if generation == self._generation + 1:
             self._generation = generation
         return generation
-
-    @staticmethod
-    def _merged_runtime(conn: Any, created: list[str]) -> bytes:
-        """The counters as the database holds them, with ``created`` ranked after every
-        block already there (the creation order other writers' installs left)."""
-        import json
-
-        row = conn.execute("SELECT content FROM memory_files WHERE path = %s FOR UPDATE",
-                           (RUNTIME_FILE,)).fetchone()
-        try:
-            obj = json.loads(bytes(row[0]).decode("utf-8")) if row and row[0] else None
-        except ValueError:
-            obj = None
-        state = RuntimeState.from_obj(obj)
-        rank = max(state.creation_order.values(), default=-1) + 1
-        for block_id in created:
-            if block_id not in state.creation_order:
-                state.creation_order[block_id] = rank
-                rank += 1
-        return state.dumps().encode("utf-8")
 
     def _publish_sources(self, writes: dict[str, bytes | None]) -> None:
         self._push(writes)
