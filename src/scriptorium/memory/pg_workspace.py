@@ -110,6 +110,7 @@ class PgWorkspace(Workspace):
         self._local = threading.local()
         self._generation = 0           # the generation the mirror reflects
         self._have: dict[str, int] = {}  # path -> version the mirror holds
+        self.conflicts = 0  # installs refused: a topic moved under them (each one is redone)
         self._runtime_at: int | None = None  # the generation its counters file was checked at
         self._order: tuple[int | None, int] | None = None  # (newest rank, counters version)
         self._in_transaction: list[Callable[["PgWorkspace", dict[str, bytes | None], Any],
@@ -336,6 +337,7 @@ class PgWorkspace(Workspace):
                                             "path = ANY(%s)", (topics,)).fetchall())
                     moved = [rel for rel in topics if now.get(rel) != base.get(rel)]
                     if moved:
+                        self.conflicts += 1
                         raise StaleTransaction(
                             f"{moved[0]} changed while the writer was running (another "
                             "writer installed it); retry on a fresh stage",
