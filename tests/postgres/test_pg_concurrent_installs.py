@@ -109,3 +109,26 @@ def test_an_install_whose_topic_moved_is_redone_and_the_job_counts_the_redo(home
     assert reader.pending("a") == [] and reader.pending("b") == []
     assert len(reader.workspace.topic_paths()) == 1  # both sessions' claims, one topic
     assert reader.verify().ok
+
+
+def test_a_write_step_on_a_database_home_never_waits_for_the_disk_for_its_mirror(
+        homes, tmp_path, monkeypatch):
+    import os
+
+    from pgmemkit import Homes as Both
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    text = "The venue is the river hall; the budget is 50 thousand euros."
+    directory = Both("directory", tmp_path / "d").open(trigger_tokens=1)
+    say(directory, "s", "Venue", text)
+    synced.clear()
+    assert directory.write_session("s").failure is None
+    assert synced  # the directory home's files are memory itself: flushed to disk
+    mem = homes.open(trigger_tokens=1)
+    say(mem, "s", "Venue", text)
+    synced.clear()
+    assert mem.write_session("s").failure is None
+    assert synced == []  # the mirror is a cache of the database: nothing to flush
+    assert homes.open().pending("s") == []

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import CorruptFile, InvalidInput, ReasonCode
-from ..fsutil import atomic_write_bytes, safe_join
+from ..fsutil import atomic_write_bytes, cache_writes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
 from .pg_parts import (AdvisoryLocks, PgBlockedBranches, PgBlockOrder, PgHistory,
@@ -188,7 +188,7 @@ class PgWorkspace(Workspace):
         step's shared hold covers other processes, and this only orders the threads that
         touch the mirror."""
         outer = not self.locked_here
-        with super().lock(timeout):
+        with super().lock(timeout), cache_writes():  # the mirror is a cache: no fsync
             if not outer or getattr(self._local, "step", False):
                 if outer:
                     self.refresh()
@@ -215,7 +215,8 @@ class PgWorkspace(Workspace):
         conn = self._locks.acquire(keys, timeout)
         self._local.step = True
         try:
-            yield
+            with cache_writes():  # what a step writes locally is the mirror: no fsync
+                yield
         finally:
             self._local.step = False
             self._locks.release(conn, keys)
