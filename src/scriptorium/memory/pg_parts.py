@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import ConcurrentUpdate
+from .directory import RuntimeState
 from .failures import BlockedBranches
 from .sources import SourceArchive
 from .sources.model import SourceRecord
@@ -244,12 +245,25 @@ class PgSourceArchive(SourceArchive):
             super()._replace(rel, text, parsed)
 
 
+def read_counters(data: bytes | None) -> RuntimeState:
+    """A counters file's bytes as a RuntimeState, as tolerantly as the directory home reads
+    its own (unreadable: defaults)."""
+    try:
+        obj = json.loads(data.decode("utf-8")) if data else None
+    except ValueError:
+        obj = None
+    return RuntimeState.from_obj(obj)
+
+
 class PgBlockOrder:
     """The creation order of memory blocks in a database home (migration ``work``): one
     ``memory_block_order`` row per block an install created, ranked from a sequence in the
     install's own transaction, so concurrent installs neither rewrite nor lock one growing
     row. The runtime counters file (``runtime.json``) readers see is the counters row (what
-    the last explicit save wrote, verbatim) with these ranks merged in (:meth:`assembled`)."""
+    the last explicit save wrote, verbatim) with these ranks merged in (:meth:`file`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path  # the counters file's row in memory_files
 
     @staticmethod
     def rank(conn: Any, created: Sequence[str]) -> None:
@@ -265,35 +279,26 @@ class PgBlockOrder:
         """An explicit save of the whole counters file (a migration, a home copy; under the
         exclusive lock, so no install ranks meanwhile): the file's own map is the order now,
         and later ranks continue after it."""
-        from .directory import RuntimeState
-
         conn.execute("DELETE FROM memory_block_order")
-        try:
-            obj = json.loads(data.decode("utf-8")) if data else None
-        except ValueError:
-            obj = None
-        order = RuntimeState.from_obj(obj).creation_order
+        order = read_counters(data).creation_order
         conn.execute("SELECT setval('memory_block_rank', %s, false)",
                      (max(order.values(), default=-1) + 1,))
 
-    @staticmethod
-    def marker(conn: Any) -> int | None:
-        """Moves whenever an install ranks a block (the newest rank)."""
-        return conn.execute("SELECT max(rank) FROM memory_block_order").fetchone()[0]
+    def marker(self, conn: Any) -> tuple[Any, ...]:
+        """Moves whenever the counters file readers see changes: (newest rank, row version)."""
+        return tuple(conn.execute(
+            "SELECT (SELECT max(rank) FROM memory_block_order), (SELECT version FROM "
+            "memory_files WHERE path = %s)", (self.path,)).fetchone())
 
-    @staticmethod
-    def assembled(conn: Any, row: bytes | None) -> bytes | None:
+    def file(self, conn: Any) -> bytes | None:
         """The counters file as readers see it: the saved row, plus every rank since."""
-        from .directory import RuntimeState
-
+        row = conn.execute("SELECT content FROM memory_files WHERE path = %s",
+                           (self.path,)).fetchone()
+        saved = bytes(row[0]) if row and row[0] is not None else None
         ranked = conn.execute("SELECT block_id, rank FROM memory_block_order "
                               "ORDER BY rank").fetchall()
         if not ranked:
-            return row
-        try:
-            obj = json.loads(row.decode("utf-8")) if row else None
-        except ValueError:
-            obj = None
-        state = RuntimeState.from_obj(obj)
+            return saved
+        state = read_counters(saved)
         state.creation_order.update(dict(ranked))
         return state.dumps().encode("utf-8")

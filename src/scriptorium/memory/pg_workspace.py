@@ -6,16 +6,19 @@ every memory file (``topics/**.md``, ``sources/**``, the runtime counters) is a 
 the current generation (every write moves it, in the same transaction as its rows, so a
 reader that sees generation *g* sees every write up to *g*); each install adds a
 ``memory_revisions`` row and the topic files it wrote (the history); the workspace id and
-the blocked-branch report are rows too.
+the blocked-branch report are rows too. The creation order of blocks is one row per block
+(``memory_block_order``), ranked by the install that created it: no install rewrites or
+locks a row that grows with memory (:class:`~.pg_parts.PgBlockOrder`).
 
 The writers, the transaction's validation and every reader work on files, so each process
 keeps a *mirror*: a private temporary directory laid out like a directory workspace, pulled
 from the database by generation when it is opened and whenever the workspace lock is taken.
-The database is memory; the mirror is a cache that a crash simply throws away.
+The database is memory; the mirror is a cache that a crash simply throws away, so it is
+written without fsync (:func:`~scriptorium.fsutil.cache_writes`).
 
 The write order is the directory home's, with the database as the point of no return:
 archive (the batch's frames are committed before the writer runs) → install (one database
-transaction writes the topic files, the counters and the revision row, whole or not at all)
+transaction writes the topic files, the block ranks and the revision row, whole or not at all)
 → mark (the session store). The locks are session advisory locks, released by PostgreSQL
 when their holder dies, so a killed writer leaves a redo, never a locked home. A write step
 holds the home's lock shared and its session's lock exclusively, so writers of different
@@ -25,7 +28,6 @@ began from (:meth:`PgWorkspace.publish`). Upkeep holds the home's lock exclusive
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -41,7 +43,7 @@ from ..fsutil import atomic_write_bytes, cache_writes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
 from .pg_parts import (AdvisoryLocks, PgBlockedBranches, PgBlockOrder, PgHistory,
-                       PgSourceArchive, lock_key)
+                       PgSourceArchive, lock_key, read_counters)
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,7 +114,8 @@ class PgWorkspace(Workspace):
         self._have: dict[str, int] = {}  # path -> version the mirror holds
         self.conflicts = 0  # installs refused: a topic moved under them (each one is redone)
         self._runtime_at: int | None = None  # the generation its counters file was checked at
-        self._order: tuple[int | None, int] | None = None  # (newest rank, counters version)
+        self._order = PgBlockOrder(RUNTIME_FILE)
+        self._counters_seen: Any = None  # the order's marker when the mirror's file was made
         self._in_transaction: list[Callable[["PgWorkspace", dict[str, bytes | None], Any],
                                             None]] = []
 
@@ -242,9 +245,11 @@ class PgWorkspace(Workspace):
         order, which grows with memory) is assembled only outside a write step unless
         ``counters`` says otherwise: nothing in a step reads it (:meth:`load_runtime`)."""
         if full:
-            self._generation, self._have, self._runtime_at = 0, {}, None
+            self._generation, self._have = 0, {}
+            self._runtime_at = self._counters_seen = None
         in_step = not counters if counters is not None else getattr(self._local, "step", False)
         runtime: list[bytes | None] = []  # the assembled counters file, when it changed
+        marker: Any = self._counters_seen
         with self.pg.connection() as conn:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -259,22 +264,17 @@ class PgWorkspace(Workspace):
                                         "WHERE path = ANY(%s)", (wanted,)).fetchall() \
                     if wanted else []
                 if not in_step and self._runtime_at != generation:
-                    order = (PgBlockOrder.marker(conn),
-                             self._have.get(RUNTIME_FILE, 0) if RUNTIME_FILE not in wanted
-                             else next(v for p, _, v in contents if p == RUNTIME_FILE))
-                    if order != self._order:
-                        row = conn.execute("SELECT content FROM memory_files WHERE path = %s",
-                                           (RUNTIME_FILE,)).fetchone()
-                        runtime.append(PgBlockOrder.assembled(
-                            conn, bytes(row[0]) if row and row[0] is not None else None))
-                        self._order = order
-                    self._runtime_at = generation
+                    marker = self._order.marker(conn)
+                    if marker != self._counters_seen:
+                        runtime.append(self._order.file(conn))
         for path, content, version in contents:
             if path != RUNTIME_FILE:
                 self._write_mirror(path, None if content is None else bytes(content))
             self._have[path] = version
         if runtime:
             self._write_mirror(RUNTIME_FILE, runtime[0])
+        if not in_step:
+            self._runtime_at, self._counters_seen = generation, marker
         self._generation = generation
 
     def revision(self) -> str:
@@ -291,15 +291,7 @@ class PgWorkspace(Workspace):
         with self.pg.connection() as conn:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                row = conn.execute("SELECT content FROM memory_files WHERE path = %s",
-                                   (RUNTIME_FILE,)).fetchone()
-                data = PgBlockOrder.assembled(
-                    conn, bytes(row[0]) if row and row[0] is not None else None)
-        try:
-            obj = json.loads(data.decode("utf-8")) if data else None
-        except ValueError:
-            obj = None
-        return RuntimeState.from_obj(obj)
+                return read_counters(self._order.file(conn))
 
     def _write_mirror(self, rel: str, data: bytes | None) -> None:
         if not _is_memory_path(rel):
@@ -348,9 +340,9 @@ class PgWorkspace(Workspace):
                     if created:  # an install's counters differ only by its ranks: rows
                         del writes[RUNTIME_FILE]
                     else:
-                        PgBlockOrder.saved(conn, writes[RUNTIME_FILE])
+                        self._order.saved(conn, writes[RUNTIME_FILE])
                 if created:
-                    PgBlockOrder.rank(conn, created)
+                    self._order.rank(conn, created)
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO memory_files (path, content, version) VALUES (%s, %s, %s) "
