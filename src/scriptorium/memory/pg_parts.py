@@ -1,7 +1,8 @@
 """The pieces of a PostgreSQL memory workspace that stand in for a directory's files: the
 workspace lock (a session advisory lock), the history (revision rows instead of git), the
-blocked-branch report (a runtime row) and the evidence archive (frames written to the
-database before the mirror). :mod:`.pg_workspace` puts them together.
+blocked-branch report (a runtime row), the evidence archive (frames written to the
+database before the mirror) and the blocks' creation order (a row per block, not one
+growing counters row). :mod:`.pg_workspace` puts them together.
 
 Each piece keeps the directory's contract so the write path above cannot tell them apart:
 the lock is busy ⇒ ConcurrentUpdate after the timeout; the history answers ``commit_all``
