@@ -12,13 +12,20 @@
    writer on a PostgreSQL home — turns/s between the first and the last job done (start-up
    excluded; the wall time includes it), ratio, duplicates (a turn handed to the writer
    twice; citations beyond those of the one-worker run on the same sessions) and omissions
-   (a turn still pending), and the same under SIGKILLs. Needs the PostgreSQL session store
-   and workspace (`Memory.open(url)`); without them the section says so instead.
+   (a turn still pending), and the same under SIGKILLs; per run also the CPU seconds per
+   turn of the workers (start-up included) and of the PostgreSQL server's processes, the
+   installs redone because another worker's install moved a topic (CONCURRENT_UPDATE), and
+   the load average. Every session has a subject (a topic) of its own, as different
+   conversations do; then 1 and 4 workers again with every session on one of
+   --shared-topics subjects, so all workers write the same topics and installs collide.
+   On 2 cores, 4 CPU-bound workers can exceed about 2x one only by the share of its time
+   one worker spends waiting (on the server, on the disk): compare the CPU per turn.
 3. One process writing every session (`Memory.write(force=True)`): directory home vs
    PostgreSQL home (the latter as 2).
 
 Run:  python benchmarks/bench_pg_workers.py [--sessions 1000] [--turns 50] [--quick]
       [--queue-sessions N] [--kill-every S] [--only queue|memory|single]
+      [--shared-topics K (default 4; 0 skips)] [--shared-sessions N (default <= 100)]
       [--url postgresql://...]   (default: $SCRIPTORIUM_TEST_PG, else a throwaway server)
 """
 
@@ -28,6 +35,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -56,6 +64,47 @@ def load() -> str:
 def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"),
                                                           os.environ.get("PYTHONPATH", "")])}
+
+
+# -- CPU seconds: the workers (this script's children) and the PostgreSQL server -------------
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+class CpuMeter:
+    """CPU seconds spent by this script's child processes (the workers, counted once they
+    are reaped, killed ones included) and by the PostgreSQL server: its postmaster, which
+    collects the CPU of every backend that ended, plus every live backend. The server part
+    is None when /proc does not show the server (another machine)."""
+
+    def __init__(self, pg: PgHome) -> None:
+        with pg.connection() as conn:
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        fields = _proc_stat(backend)
+        self.postmaster = int(fields[1]) if fields else None
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def server(self) -> float | None:
+        if self.postmaster is None:
+            return None
+        own = _proc_stat(self.postmaster)
+        if own is None:
+            return None
+        total = sum(int(x) for x in own[11:15])  # utime, stime, cutime, cstime
+        for name in os.listdir("/proc"):
+            fields = _proc_stat(int(name)) if name.isdigit() else None
+            if fields and fields[1] == str(self.postmaster):
+                total += int(fields[11]) + int(fields[12])
+        return total / self.tick
+
+    def read(self) -> tuple[float, float | None]:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime, self.server()
 
 
 # -- running worker processes, with or without a killer ------------------------------------
@@ -167,15 +216,20 @@ TEXTS = ["The {w} review for team {n} moved to day {k}.",
          "Team {n} agreed the {w} owner reports on day {k}."]
 
 
-def seed_sessions(store: Any, sessions: int, turns: int) -> int:
+def seed_sessions(store: Any, sessions: int, turns: int, shared: int = 0) -> int:
     """SESSIONS linear sessions of TURNS turns through the store's bulk appender (what an
-    importer uses); the number of turns."""
+    importer uses); the number of turns. Each session has a subject of its own (its own
+    topic, as different conversations have), or with ``shared`` one of that many titles, so
+    every worker writes the same few topics (installs then collide and are redone)."""
     from scriptorium.sessions.node import Node
 
     for s in range(sessions):
         sid = f"s{s:05d}"
         subject = SUBJECTS[s % len(SUBJECTS)] + ("" if s < len(SUBJECTS) else str(s))
-        store.create_session(sid)
+        if shared:
+            store.create_session(sid, title=f"{SUBJECTS[s % shared].capitalize()} plans")
+        else:
+            store.create_session(sid)
         with store.bulk(sid) as bulk:
             prev = None
             for t in range(turns):
@@ -209,19 +263,23 @@ def pg_memory(url: str) -> tuple[Any, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def memory_section(base: str, sessions: int, turns: int, kill_every: float) -> list[dict]:
+def memory_section(base: str, sessions: int, turns: int, kill_every: float, *,
+                   shared: int = 0, counts: tuple[int, ...] = WORKERS,
+                   kill: bool = True) -> list[dict]:
     from scriptorium.memory.citations import citation_map
 
     rows = []
     clean: Counter = Counter()
-    for count, kill in [(k, None) for k in WORKERS] + [(4, kill_every)]:
+    runs = [(k, None) for k in counts] + ([(4, kill_every)] if kill else [])
+    for count, kill_s in runs:
         url = home_url(base, "bm")
         mem, why = pg_memory(url)
-        label = f"memory work, {count} worker(s)" + (f", SIGKILL every {kill:g} s" if kill
-                                                      else "")
+        label = f"{count} worker(s)" + (f", SIGKILL every {kill_s:g} s" if kill_s else "")
         if mem is None:
             return [{"what": "memory work on a PostgreSQL home", "missing": why}]
-        total = seed_sessions(mem.store, sessions, turns)
+        seed_sessions(mem.store, sessions, turns, shared)
+        pg = pg_home_of(mem)
+        meter = CpuMeter(pg)
 
         def spawn(i: int, out: Any) -> subprocess.Popen:  # what `memory work --drain` runs
             return subprocess.Popen([sys.executable, str(PROC), url, "--name", f"m{i}",
@@ -229,35 +287,65 @@ def memory_section(base: str, sessions: int, turns: int, kill_every: float) -> l
                                     stdout=out, stderr=subprocess.DEVNULL, env=env())
 
         def pending_jobs() -> int:
-            with pg_home_of(mem).connection() as conn:
+            with pg.connection() as conn:
                 return queue_status(conn)["owing"]
 
-        run = run_workers(spawn, count, kill, pending_jobs)
-        marked = Counter(node for out in run["outputs"] for line in out.splitlines()
-                         if line.startswith("{")
-                         for node in json.loads(line).get("marked", []))
-        failures = Counter(json.loads(line)["failure"]["reason_code"]
-                           for out in run["outputs"] for line in out.splitlines()
-                           if line.startswith("{") and json.loads(line).get("failure"))
+        cpu_before = meter.read()
+        run = run_workers(spawn, count, kill_s, pending_jobs)
+        cpu_after = meter.read()
+        events = [json.loads(line) for out in run["outputs"] for line in out.splitlines()
+                  if line.startswith("{")]
+        jobs = [e for e in events if e.get("event") == "job"]
+        startup = sum(e.get("cpu", 0.0) for e in events if e.get("event") == "ready")
+        marked = Counter(node for job in jobs for node in job.get("marked", []))
+        failures = Counter(job["failure"]["reason_code"] for job in jobs if job.get("failure"))
         cited = Counter({src: len(blocks) for src, blocks in
                          citation_map(mem.workspace).items()})
         clean = clean or cited  # the first run (one worker, no kills) is the reference
-        with pg_home_of(mem).connection() as conn:  # first to last job, database clock
+        with pg.connection() as conn:  # first to last job, database clock
             window = conn.execute("SELECT max(done_at) - min(done_at) FROM work_claims"
                                   ).fetchone()[0] or run["wall"]
-        retried = ", ".join(f"{n} {code}" for code, n in failures.items())
-        rows.append({"what": label + (f" ({run['kills']} kills)" if kill else "")
-                     + (f"; retried: {retried}" if retried else ""),
+        total = sessions * turns
+        server = None if cpu_after[1] is None or cpu_before[1] is None \
+            else cpu_after[1] - cpu_before[1]
+        rows.append({"what": label + (f" ({run['kills']} kills)" if kill_s else ""),
                      "workers": count, "turns_s": (sessions - 1) * turns / window,
                      "wall_s": run["wall"],
+                     "cpu_ms": (cpu_after[0] - cpu_before[0] - startup) / total * 1000,
+                     "startup_s": startup,
+                     "server_ms": None if server is None else server / total * 1000,
+                     "redos": sum(job.get("redos", 0) for job in jobs),
+                     "retried": ", ".join(f"{n} {code}" for code, n in failures.items()),
+                     "load": load(),
                      "duplicates": f"{sum(n - 1 for n in marked.values() if n > 1)} / "
                                    f"{sum((cited - clean).values())}",
-                     "omissions": owed(mem), "killed": bool(kill)})
+                     "omissions": owed(mem), "killed": bool(kill_s)})
         mem.close()
     one = next(r for r in rows if r.get("workers") == 1)
     for r in rows:
         r["ratio"] = r["turns_s"] / one["turns_s"]
     return rows
+
+
+def show_memory(title: str, rows: list[dict]) -> None:
+    """The memory-work table: rate, ratio, CPU per turn, redos, load, the two checks."""
+    print(f"\n## {title}\n")
+    print("| workers | turns/s | ratio to 1 | wall s | CPU ms/turn: workers (start-up "
+          "excluded) + server = total "
+          "| install redos (CONCURRENT_UPDATE) / jobs retried | load 1/5/15 "
+          "| turns handed to the writer twice / citations beyond the 1-worker run "
+          "| omissions |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "missing" in r:
+            print(f"| {r['what']} | not measurable yet: {r['missing']} | | | | | | | |")
+            continue
+        cpu = f"{r['cpu_ms']:.2f} + " + ("n/a" if r["server_ms"] is None else
+                                         f"{r['server_ms']:.2f} = "
+                                         f"{r['cpu_ms'] + r['server_ms']:.2f}")
+        print(f"| {r['what']} | {r['turns_s']:.1f} | {r['ratio']:.2f}x | {r['wall_s']:.1f} "
+              f"| {cpu} | {r['redos']} / {r['retried'] or 0} | {r['load']} "
+              f"| {r['duplicates']} | {r['omissions']} |")
 
 
 def single_section(base: str, sessions: int, turns: int) -> list[dict]:
@@ -320,6 +408,12 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="100 sessions x 10 turns")
     ap.add_argument("--url", default=os.environ.get(ENV))
     ap.add_argument("--only", choices=["queue", "memory", "single"], default=None)
+    ap.add_argument("--shared-topics", type=int, default=4,
+                    help="also run 1 and 4 workers with every session on one of this many "
+                         "subjects (0: skip)")
+    ap.add_argument("--shared-sessions", type=int, default=None,
+                    help="sessions for the shared-subject runs (default: --sessions, at most "
+                         "100: each install rewrites a topic that grows with every session)")
     args = ap.parse_args()
     if args.quick:
         args.sessions, args.turns = 100, 10
@@ -338,9 +432,16 @@ def main() -> int:
                  "jobs_s",
                  "run twice at once / bodies run twice (a kill between body and commit)")
         if args.only in (None, "memory"):
-            show("memory work (embedded writer)", memory_section(
-                args.url, args.sessions, args.turns, args.kill_every), "turns_s",
-                 "turns handed to the writer twice / citations beyond the 1-worker run")
+            show_memory("memory work (embedded writer), every session its own subject",
+                        memory_section(args.url, args.sessions, args.turns, args.kill_every))
+            if args.shared_topics:
+                shared = args.shared_sessions or min(args.sessions, 100)
+                show_memory(f"memory work, {shared} sessions each on one of "
+                            f"{args.shared_topics} shared subjects (all workers write the same "
+                            "topics)",
+                            memory_section(args.url, shared, args.turns,
+                                           args.kill_every, shared=args.shared_topics,
+                                           counts=(1, 4), kill=False))
         if args.only in (None, "single"):
             show("one writing process: directory vs PostgreSQL home", single_section(
                 args.url, args.sessions, args.turns), "turns_s")

@@ -165,3 +165,25 @@ def test_an_atomic_write_can_stage_its_temp_file_elsewhere_on_the_same_filesyste
     (tmp_path / "tmp").mkdir()
     atomic_write_text(tmp_path / "f.md", "data", tmp_dir=tmp_path / "tmp")
     assert (tmp_path / "f.md").read_text() == "data" and not os.listdir(tmp_path / "tmp")
+
+
+def test_cache_writes_skip_fsync_only_in_their_own_thread(tmp_path, monkeypatch):
+    import threading
+
+    from scriptorium.fsutil import atomic_write_bytes, cache_writes
+
+    synced: list[str] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(threading.current_thread().name),
+                                                 real(fd))[1])
+    other = threading.Thread(target=atomic_write_bytes, args=(tmp_path / "b", b"2"),
+                             name="other")
+    with cache_writes():
+        atomic_write_bytes(tmp_path / "a", b"1")
+        other.start()
+        other.join()
+    assert set(synced) == {"other"}  # the other thread still flushed; this one did not
+    synced.clear()
+    atomic_write_bytes(tmp_path / "c", b"3")
+    assert synced  # outside the block this thread flushes again
+    assert (tmp_path / "a").read_bytes() == b"1"

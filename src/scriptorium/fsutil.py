@@ -7,16 +7,18 @@ or the new bytes. Many files in one durable step: fsbatch.py.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
 import os
 import stat
 import tempfile
+import threading
 import time
 import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import ConcurrentUpdate, CorruptFile, InvalidInput
 
@@ -99,8 +101,37 @@ def safe_join(root: Path, relpath: str, what: str = "path") -> Path:
     return Path(target)
 
 
+_CACHE = threading.local()
+
+
+@contextlib.contextmanager
+def cache_writes() -> Iterator[None]:
+    """Inside: this thread's atomic writes and directory flushes skip fsync. For files that
+    are only a cache of a durable store elsewhere (a database home's mirror directory, which
+    a crash throws away): waiting for the disk there buys nothing."""
+    outer = getattr(_CACHE, "on", False)
+    _CACHE.on = True
+    try:
+        yield
+    finally:
+        _CACHE.on = outer
+
+
+def _syncing() -> bool:
+    return not getattr(_CACHE, "on", False)
+
+
+def fsync_file(fd: int) -> None:
+    """Flush an open file to disk (not inside :func:`cache_writes`)."""
+    if _syncing():
+        os.fsync(fd)
+
+
 def fsync_dir(path: Path) -> None:
-    """Flush a directory entry so a rename survives power loss."""
+    """Flush a directory entry so a rename survives power loss (not inside
+    :func:`cache_writes`)."""
+    if not _syncing():
+        return
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -126,7 +157,7 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: b
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            if durable:
+            if durable and _syncing():
                 os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)

@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
     worker = Worker(pg, handle, idle_seconds=args.idle, interval_seconds=args.interval,
                     drain=args.drain, name=args.name)
     summary = worker.run(stop, until_idle=args.until_idle, wake_fds=[wake_r],
-                         on_ready=lambda: say("ready"),
+                         on_ready=lambda: say("ready", cpu=time.process_time()),
                          on_report=lambda r: say("job", **r.to_dict()))
     say("summary", **summary.to_dict())
     worker.close()
@@ -101,7 +101,7 @@ def memory_worker(args: argparse.Namespace) -> int:
         worker = make_worker(mem, idle_seconds=args.idle, interval_seconds=args.interval,
                              drain=args.drain, name=args.name)
         summary = worker.run(stop, until_idle=args.until_idle, wake_fds=[wake_r],
-                             on_ready=lambda: say("ready"),
+                             on_ready=lambda: say("ready", cpu=time.process_time()),
                              on_report=lambda r: say("job", **r.to_dict()))
         worker.close()
     say("summary", **summary.to_dict())

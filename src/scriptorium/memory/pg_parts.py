@@ -1,7 +1,8 @@
 """The pieces of a PostgreSQL memory workspace that stand in for a directory's files: the
 workspace lock (a session advisory lock), the history (revision rows instead of git), the
-blocked-branch report (a runtime row) and the evidence archive (frames written to the
-database before the mirror). :mod:`.pg_workspace` puts them together.
+blocked-branch report (a runtime row), the evidence archive (frames written to the
+database before the mirror) and the blocks' creation order (a row per block, not one
+growing counters row). :mod:`.pg_workspace` puts them together.
 
 Each piece keeps the directory's contract so the write path above cannot tell them apart:
 the lock is busy ⇒ ConcurrentUpdate after the timeout; the history answers ``commit_all``
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import ConcurrentUpdate
+from .directory import RuntimeState
 from .failures import BlockedBranches
 from .sources import SourceArchive
 from .sources.model import SourceRecord
@@ -242,3 +244,62 @@ class PgSourceArchive(SourceArchive):
             self._pending[rel] = (text, parsed)
         else:
             super()._replace(rel, text, parsed)
+
+
+def read_counters(data: bytes | None) -> RuntimeState:
+    """A counters file's bytes as a RuntimeState, as tolerantly as the directory home reads
+    its own (unreadable: defaults)."""
+    try:
+        obj = json.loads(data.decode("utf-8")) if data else None
+    except ValueError:
+        obj = None
+    return RuntimeState.from_obj(obj)
+
+
+class PgBlockOrder:
+    """The creation order of memory blocks in a database home (migration ``work``): one
+    ``memory_block_order`` row per block an install created, ranked from a sequence in the
+    install's own transaction, so concurrent installs neither rewrite nor lock one growing
+    row. The runtime counters file (``runtime.json``) readers see is the counters row (what
+    the last explicit save wrote, verbatim) with these ranks merged in (:meth:`file`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path  # the counters file's row in memory_files
+
+    @staticmethod
+    def rank(conn: Any, created: Sequence[str]) -> None:
+        """Rank ``created`` after every block ranked so far (a block already ranked keeps
+        its place: a redo of an install creates nothing new)."""
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO memory_block_order (block_id, rank) VALUES "
+                            "(%s, nextval('memory_block_rank')) ON CONFLICT DO NOTHING",
+                            [(block_id,) for block_id in created])
+
+    @staticmethod
+    def saved(conn: Any, data: bytes | None) -> None:
+        """An explicit save of the whole counters file (a migration, a home copy; under the
+        exclusive lock, so no install ranks meanwhile): the file's own map is the order now,
+        and later ranks continue after it."""
+        conn.execute("DELETE FROM memory_block_order")
+        order = read_counters(data).creation_order
+        conn.execute("SELECT setval('memory_block_rank', %s, false)",
+                     (max(order.values(), default=-1) + 1,))
+
+    def marker(self, conn: Any) -> tuple[Any, ...]:
+        """Moves whenever the counters file readers see changes: (newest rank, row version)."""
+        return tuple(conn.execute(
+            "SELECT (SELECT max(rank) FROM memory_block_order), (SELECT version FROM "
+            "memory_files WHERE path = %s)", (self.path,)).fetchone())
+
+    def file(self, conn: Any) -> bytes | None:
+        """The counters file as readers see it: the saved row, plus every rank since."""
+        row = conn.execute("SELECT content FROM memory_files WHERE path = %s",
+                           (self.path,)).fetchone()
+        saved = bytes(row[0]) if row and row[0] is not None else None
+        ranked = conn.execute("SELECT block_id, rank FROM memory_block_order "
+                              "ORDER BY rank").fetchall()
+        if not ranked:
+            return saved
+        state = read_counters(saved)
+        state.creation_order.update(dict(ranked))
+        return state.dumps().encode("utf-8")

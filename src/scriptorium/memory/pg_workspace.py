@@ -6,16 +6,19 @@ every memory file (``topics/**.md``, ``sources/**``, the runtime counters) is a 
 the current generation (every write moves it, in the same transaction as its rows, so a
 reader that sees generation *g* sees every write up to *g*); each install adds a
 ``memory_revisions`` row and the topic files it wrote (the history); the workspace id and
-the blocked-branch report are rows too.
+the blocked-branch report are rows too. The creation order of blocks is one row per block
+(``memory_block_order``), ranked by the install that created it: no install rewrites or
+locks a row that grows with memory (:class:`~.pg_parts.PgBlockOrder`).
 
 The writers, the transaction's validation and every reader work on files, so each process
 keeps a *mirror*: a private temporary directory laid out like a directory workspace, pulled
 from the database by generation when it is opened and whenever the workspace lock is taken.
-The database is memory; the mirror is a cache that a crash simply throws away.
+The database is memory; the mirror is a cache that a crash simply throws away, so it is
+written without fsync (:func:`~scriptorium.fsutil.cache_writes`).
 
 The write order is the directory home's, with the database as the point of no return:
 archive (the batch's frames are committed before the writer runs) → install (one database
-transaction writes the topic files, the counters and the revision row, whole or not at all)
+transaction writes the topic files, the block ranks and the revision row, whole or not at all)
 → mark (the session store). The locks are session advisory locks, released by PostgreSQL
 when their holder dies, so a killed writer leaves a redo, never a locked home. A write step
 holds the home's lock shared and its session's lock exclusively, so writers of different
@@ -36,10 +39,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import CorruptFile, InvalidInput, ReasonCode
-from ..fsutil import atomic_write_bytes, safe_join
+from ..fsutil import atomic_write_bytes, cache_writes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
-from .pg_parts import AdvisoryLocks, PgBlockedBranches, PgHistory, PgSourceArchive, lock_key
+from .pg_parts import (AdvisoryLocks, PgBlockedBranches, PgBlockOrder, PgHistory,
+                       PgSourceArchive, lock_key, read_counters)
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,6 +112,10 @@ class PgWorkspace(Workspace):
         self._local = threading.local()
         self._generation = 0           # the generation the mirror reflects
         self._have: dict[str, int] = {}  # path -> version the mirror holds
+        self.conflicts = 0  # installs refused: a topic moved under them (each one is redone)
+        self._runtime_at: int | None = None  # the generation its counters file was checked at
+        self._order = PgBlockOrder(RUNTIME_FILE)
+        self._counters_seen: Any = None  # the order's marker when the mirror's file was made
         self._in_transaction: list[Callable[["PgWorkspace", dict[str, bytes | None], Any],
                                             None]] = []
 
@@ -183,7 +191,7 @@ class PgWorkspace(Workspace):
         step's shared hold covers other processes, and this only orders the threads that
         touch the mirror."""
         outer = not self.locked_here
-        with super().lock(timeout):
+        with super().lock(timeout), cache_writes():  # the mirror is a cache: no fsync
             if not outer or getattr(self._local, "step", False):
                 if outer:
                     self.refresh()
@@ -210,7 +218,8 @@ class PgWorkspace(Workspace):
         conn = self._locks.acquire(keys, timeout)
         self._local.step = True
         try:
-            yield
+            with cache_writes():  # what a step writes locally is the mirror: no fsync
+                yield
         finally:
             self._local.step = False
             self._locks.release(conn, keys)
@@ -229,17 +238,24 @@ class PgWorkspace(Workspace):
 
     # -- the mirror -----------------------------------------------------------------------------
 
-    def refresh(self, *, full: bool = False) -> None:
+    def refresh(self, *, full: bool = False, counters: bool | None = None) -> None:
         """Pull every row written since the mirror's generation (``full``: everything) and
         write or delete the mirror files that differ. One repeatable-read snapshot, so the
-        mirror lands on exactly one generation."""
+        mirror lands on exactly one generation. The counters file (with the whole block
+        order, which grows with memory) is assembled only outside a write step unless
+        ``counters`` says otherwise: nothing in a step reads it (:meth:`load_runtime`)."""
         if full:
             self._generation, self._have = 0, {}
+            self._runtime_at = self._counters_seen = None
+        in_step = not counters if counters is not None else getattr(self._local, "step", False)
+        runtime: list[bytes | None] = []  # the assembled counters file, when it changed
+        marker: Any = self._counters_seen
         with self.pg.connection() as conn:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 generation = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
-                if generation == self._generation:
+                if generation == self._generation and (in_step
+                                                       or self._runtime_at == generation):
                     return
                 rows = conn.execute("SELECT path, version FROM memory_files WHERE version > %s",
                                     (self._generation,)).fetchall()
@@ -247,10 +263,35 @@ class PgWorkspace(Workspace):
                 contents = conn.execute("SELECT path, content, version FROM memory_files "
                                         "WHERE path = ANY(%s)", (wanted,)).fetchall() \
                     if wanted else []
+                if not in_step and self._runtime_at != generation:
+                    marker = self._order.marker(conn)
+                    if marker != self._counters_seen:
+                        runtime.append(self._order.file(conn))
         for path, content, version in contents:
-            self._write_mirror(path, None if content is None else bytes(content))
+            if path != RUNTIME_FILE:
+                self._write_mirror(path, None if content is None else bytes(content))
             self._have[path] = version
+        if runtime:
+            self._write_mirror(RUNTIME_FILE, runtime[0])
+        if not in_step:
+            self._runtime_at, self._counters_seen = generation, marker
         self._generation = generation
+
+    def revision(self) -> str:
+        """The revision of memory as the database holds it now (the mirror pulled first)."""
+        self.refresh(counters=True)
+        return super().revision()
+
+    def load_runtime(self) -> RuntimeState:
+        """The counters as the database holds them now. Inside a write step: defaults, since
+        an install reads them only to rank the blocks it creates, which :meth:`_push` does
+        in the database (reading the whole order per install would grow with memory)."""
+        if getattr(self._local, "step", False):
+            return RuntimeState()
+        with self.pg.connection() as conn:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                return read_counters(self._order.file(conn))
 
     def _write_mirror(self, rel: str, data: bytes | None) -> None:
         if not _is_memory_path(rel):
@@ -268,10 +309,11 @@ class PgWorkspace(Workspace):
         """Write ``writes`` (None: deleted) as one new generation, with its revision row when
         ``revision`` is given; returns the generation. With ``base`` (path -> the version a
         transaction began from), each topic file written must still be at that version,
-        else StaleTransaction (retryable) and nothing is written. The counters are merged,
-        not checked: every install that creates blocks writes them. The generation row is
-        updated first, so publishing transactions queue there and each checks a settled
-        state."""
+        else StaleTransaction (retryable) and nothing is written. The blocks an install
+        creates are ranked in rows of their own (:class:`PgBlockOrder`), not by rewriting the
+        counters file; a counters file written without a revision that creates blocks is an
+        explicit save. The generation row is updated first, so publishing transactions queue
+        there and each checks a settled state."""
         from .transaction import StaleTransaction
 
         for rel in writes:
@@ -288,12 +330,19 @@ class PgWorkspace(Workspace):
                                             "path = ANY(%s)", (topics,)).fetchall())
                     moved = [rel for rel in topics if now.get(rel) != base.get(rel)]
                     if moved:
+                        self.conflicts += 1
                         raise StaleTransaction(
                             f"{moved[0]} changed while the writer was running (another "
                             "writer installed it); retry on a fresh stage",
                             code=ReasonCode.CONCURRENT_UPDATE)
-                if RUNTIME_FILE in writes and revision is not None and revision["created"]:
-                    writes[RUNTIME_FILE] = self._merged_runtime(conn, revision["created"])
+                created = revision["created"] if revision is not None else []
+                if RUNTIME_FILE in writes:
+                    if created:  # an install's counters differ only by its ranks: rows
+                        del writes[RUNTIME_FILE]
+                    else:
+                        self._order.saved(conn, writes[RUNTIME_FILE])
+                if created:
+                    self._order.rank(conn, created)
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO memory_files (path, content, version) VALUES (%s, %s, %s) "
@@ -318,26 +367,6 @@ class PgWorkspace(Workspace):
         if generation == self._generation + 1:
             self._generation = generation
         return generation
-
-    @staticmethod
-    def _merged_runtime(conn: Any, created: list[str]) -> bytes:
-        """The counters as the database holds them, with ``created`` ranked after every
-        block already there (the creation order other writers' installs left)."""
-        import json
-
-        row = conn.execute("SELECT content FROM memory_files WHERE path = %s FOR UPDATE",
-                           (RUNTIME_FILE,)).fetchone()
-        try:
-            obj = json.loads(bytes(row[0]).decode("utf-8")) if row and row[0] else None
-        except ValueError:
-            obj = None
-        state = RuntimeState.from_obj(obj)
-        rank = max(state.creation_order.values(), default=-1) + 1
-        for block_id in created:
-            if block_id not in state.creation_order:
-                state.creation_order[block_id] = rank
-                rank += 1
-        return state.dumps().encode("utf-8")
 
     def _publish_sources(self, writes: dict[str, bytes | None]) -> None:
         self._push(writes)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import ConcurrentUpdate, CorruptFile, ReasonCode, ScriptoriumError, WriteFailed
 from ..faults import fault_point
-from ..fsutil import atomic_write_json, fsync_dir, safe_join
+from ..fsutil import atomic_write_json, fsync_dir, fsync_file, safe_join
 from .catalog import TopicCatalog
 from .moved import BeginState
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
@@ -518,7 +518,7 @@ def install_files(ws: "WorkspaceDir", txdir: Path, tx_id: str, writes: dict[str,
             with open(staged, "wb") as fh:
                 fh.write(data)
                 fh.flush()
-                os.fsync(fh.fileno())
+                fsync_file(fh.fileno())
             os.chmod(staged, 0o600)
         entries.append({"path": rel, "existed": target.exists(),
                         "op": "delete" if data is None else "put"})

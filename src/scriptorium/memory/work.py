@@ -40,6 +40,8 @@ class MemoryJobs:
         from ..postgres.jobs import JobOutcome
 
         results: list[SessionResult] = []
+        workspace = getattr(self.memory, "workspace", None)
+        conflicts = getattr(workspace, "conflicts", 0)
         try:
             if job.boundary:
                 results.append(self.memory.write_session(job.session_id))
@@ -56,8 +58,10 @@ class MemoryJobs:
             results.append(SessionResult(job.session_id, failure=classify(exc)))
         failure: Failure | None = next((r.failure for r in results if r.failure), None)
         marked = [node for r in results for node in r.marked]
+        # installs redone because another worker's install moved a topic under them
+        redos = getattr(workspace, "conflicts", 0) - conflicts
         return JobOutcome(failure=failure.to_dict() if failure else None,
-                          detail={"marked": marked})
+                          detail={"marked": marked, "redos": redos})
 
     def _left(self, sid: str, left: "LeftTip") -> SessionResult | None:
         """The head left ``left.tip``: write that branch if it is still a live tip off the

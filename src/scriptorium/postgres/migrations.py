@@ -71,6 +71,28 @@ WORK_QUEUE = """
     INSERT INTO work_claims (session_id) SELECT session_id FROM work_queue;
 """
 
+# The creation order of the memory blocks installs create, one row per block ranked from a
+# sequence, instead of a map inside the runtime-counters row that every install re-read,
+# rewrote whole and locked (that row grew with memory and queued concurrent workers' installs
+# on it). The counters row keeps what an explicit save wrote; ranks continue after its map.
+BLOCK_ORDER = """
+    CREATE SEQUENCE memory_block_rank MINVALUE 0 START 0;
+    CREATE TABLE memory_block_order (
+        block_id text PRIMARY KEY,
+        rank     bigint NOT NULL
+    );
+    CREATE INDEX memory_block_order_rank ON memory_block_order (rank);
+    DO $$
+    BEGIN
+        PERFORM setval('memory_block_rank', max(value::text::bigint) + 1, false)
+        FROM memory_files, jsonb_each(convert_from(content, 'UTF8')::jsonb -> 'creation_order')
+        WHERE path = '.scriptorium/runtime.json' AND jsonb_typeof(value) = 'number'
+          AND value::text ~ '^[0-9]+$'
+        HAVING count(*) > 0;
+    EXCEPTION WHEN others THEN NULL;  -- unreadable counters read as defaults everywhere
+    END $$;
+"""
+
 # component -> ordered steps; step i (0-based) brings the component to version i + 1
 MIGRATIONS: dict[str, list[str]] = {
     "home": [
@@ -198,7 +220,7 @@ MIGRATIONS: dict[str, list[str]] = {
         """,
     ],
     # the writer job queue (`memory work`): see scriptorium.postgres.jobs
-    "work": [WORK_QUEUE],
+    "work": [WORK_QUEUE, BLOCK_ORDER],
     # the importers' ledger (scriptorium.importers.ledger_pg): per source file on each host
     # what was read, and per imported session the graph state an incremental run needs
     "imports": [

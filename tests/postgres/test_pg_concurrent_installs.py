@@ -1,0 +1,134 @@
+"""What concurrent writers of one PostgreSQL home share, and what they no longer queue on.
+
+An install ranks the blocks it creates in rows of their own (``memory_block_order``), never
+by rewriting the one runtime-counters row every other install would also rewrite (and lock);
+readers still see one counters file with the whole creation order. An older home's order
+(kept in that row) survives the upgrade and later ranks continue after it. An install refused
+because another writer's install moved its topic is redone, and the job says how often."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgmemkit import Homes
+from scriptorium.memory.catalog import TopicCatalog
+from scriptorium.memory.pg_workspace import RUNTIME_FILE
+from scriptorium.memory.work import MemoryJobs
+from scriptorium.memory.writers.embedded import EmbeddedWriter
+from scriptorium.postgres.connect import PgHome
+from scriptorium.postgres.jobs import Job
+
+
+@pytest.fixture
+def homes(pg_url, tmp_path):
+    h = Homes("postgres", tmp_path, pg_url)
+    yield h
+    h.close()
+
+
+def say(mem, sid: str, title: str, *texts: str) -> None:
+    mem.store.create_session(sid, title=title)
+    for k, text in enumerate(texts):
+        mem.store.append_message(sid, {"id": f"{sid}-{k}", "role": "user", "content": text})
+
+
+def rows(mem, sql: str, *args):
+    with mem.workspace.pg.connection() as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def blocks_of(mem) -> set[str]:
+    return {block.id for _, block in TopicCatalog.of(mem.workspace).refresh().blocks()}
+
+
+def test_an_install_ranks_its_blocks_in_rows_of_their_own_not_in_the_counters_row(homes):
+    mem = homes.open(trigger_tokens=1)
+    say(mem, "a", "Venue", "The venue is the river hall; the budget is 50 thousand euros.")
+    assert mem.write_session("a").failure is None
+    before = rows(mem, "SELECT version FROM memory_files WHERE path = %s", RUNTIME_FILE)
+    say(mem, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
+    assert mem.write_session("b").failure is None
+    # the second install created blocks, yet the shared counters row was not written again
+    assert rows(mem, "SELECT version FROM memory_files WHERE path = %s", RUNTIME_FILE) == before
+    ranked = dict(rows(mem, "SELECT block_id, rank FROM memory_block_order"))
+    reader = homes.open()
+    assert blocks_of(reader) <= set(ranked)
+    assert len(set(ranked.values())) == len(ranked)
+    assert reader.workspace.load_runtime().creation_order == ranked  # one file for readers
+    assert reader.verify().ok
+
+
+def test_an_older_homes_creation_order_survives_the_upgrade_and_ranks_continue_after_it(
+        homes, pg_url):
+    mem = homes.open(trigger_tokens=1)
+    state = mem.workspace.load_runtime()
+    state.creation_order = {"0a0a0a0a": 0, "0b0b0b0b": 7}
+    mem.workspace.save_runtime(state)
+    with PgHome.open(pg_url) as pg, pg.connection() as conn:  # as a home made before step 2
+        conn.execute("DROP TABLE memory_block_order; DROP SEQUENCE memory_block_rank;"
+                     " UPDATE schema_version SET version = 1 WHERE component = 'work'")
+    upgraded = homes.open(trigger_tokens=1)  # opening migrates
+    say(upgraded, "s", "Venue", "The venue is the river hall; the budget is 50 thousand euros.")
+    assert upgraded.write_session("s").failure is None
+    order = homes.open().workspace.load_runtime().creation_order
+    assert order["0a0a0a0a"] == 0 and order["0b0b0b0b"] == 7
+    created = blocks_of(upgraded)
+    assert created and all(order[b] > 7 for b in created)
+    assert len(set(order.values())) == len(order)
+
+
+class LetsAnotherInstallFirst(EmbeddedWriter):
+    """The embedded writer, except that after its first run another writer installs into
+    the same topic before this one commits (what a concurrent worker does at any moment)."""
+
+    def __init__(self, first) -> None:
+        super().__init__()
+        self.first = first
+
+    def write(self, request):
+        audit = super().write(request)
+        first, self.first = self.first, None
+        if first is not None:
+            first()
+        return audit
+
+
+def test_an_install_whose_topic_moved_is_redone_and_the_job_counts_the_redo(homes):
+    other = homes.open(trigger_tokens=1)
+    say(other, "b", "Venue", "The caterer confirms the vegetarian lunch on Friday.")
+    mem = homes.open(LetsAnotherInstallFirst(lambda: other.write_session("b")),
+                     trigger_tokens=1)
+    say(mem, "a", "Venue", "The venue is the river hall; the budget is 50 thousand euros.")
+    with mem.workspace.pg.connection() as conn:
+        seq = conn.execute("SELECT last_seq FROM work_queue WHERE session_id = 'a'").fetchone()[0]
+    outcome = MemoryJobs(mem)(Job("a", int(seq), boundary=True))
+    assert outcome.failure is None
+    assert outcome.detail["redos"] == 1  # refused once (CONCURRENT_UPDATE), then redone
+    assert sorted(outcome.detail["marked"]) == ["a-0"]
+    reader = homes.open()
+    assert reader.pending("a") == [] and reader.pending("b") == []
+    assert len(reader.workspace.topic_paths()) == 1  # both sessions' claims, one topic
+    assert reader.verify().ok
+
+
+def test_a_write_step_on_a_database_home_never_waits_for_the_disk_for_its_mirror(
+        homes, tmp_path, monkeypatch):
+    import os
+
+    from pgmemkit import Homes as Both
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    text = "The venue is the river hall; the budget is 50 thousand euros."
+    directory = Both("directory", tmp_path / "d").open(trigger_tokens=1)
+    say(directory, "s", "Venue", text)
+    synced.clear()
+    assert directory.write_session("s").failure is None
+    assert synced  # the directory home's files are memory itself: flushed to disk
+    mem = homes.open(trigger_tokens=1)
+    say(mem, "s", "Venue", text)
+    synced.clear()
+    assert mem.write_session("s").failure is None
+    assert synced == []  # the mirror is a cache of the database: nothing to flush
+    assert homes.open().pending("s") == []
