@@ -9,19 +9,10 @@ import re
 
 import pytest
 
-from pgmemkit import Homes
 from scriptorium.memory.citations import cited_sources
 from scriptorium.errors import ReasonCode, ScriptoriumError
 from scriptorium.memory.records import MARK_KEY
 from testkit import IdleWriter, RaisingWriter, RecordingWriter, RejectedWriter
-
-
-@pytest.fixture(params=["directory", "postgres"])
-def homes(request, tmp_path):
-    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
-    h = Homes(request.param, tmp_path, url)
-    yield h
-    h.close()
 
 
 def chain(store, sid: str, names: list[str], after: str | None = None) -> None:

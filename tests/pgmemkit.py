@@ -9,10 +9,12 @@ have.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from scriptorium.config import load_settings
 from scriptorium.memory.writing import Memory
+from scriptorium.sessions import SessionStore
+from testkit import Cli
 
 
 class Homes:
@@ -22,16 +24,31 @@ class Homes:
         self.kind = kind
         self.dir = tmp_path / "home"
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.url = pg_url
+        self.url = pg_url if kind == "postgres" else None
         self.opened: list[Memory] = []
 
-    def open(self, writer: Any = None, **settings: Any) -> Memory:
+    @property
+    def location(self) -> str:
+        """What a user names the home by: its directory, or its URL."""
+        return str(self.dir) if self.url is None else self.url
+
+    def open(self, writer: Any = None, *, clock: Callable[[], float] | None = None,
+             **settings: Any) -> Memory:
+        """Memory on this home with ``settings`` over the defaults (the directory home's
+        sessions without per-turn git commits, as the memory tests have always used)."""
         if self.kind == "directory":
-            mem = Memory(self.dir, settings=load_settings(self.dir, settings), writer=writer)
+            mem = Memory(self.dir, settings=load_settings(self.dir, settings), writer=writer,
+                         store=SessionStore(self.dir / "sessions", git=False))
         else:
             mem = Memory.open(self.url, settings=load_settings(self.url, settings), writer=writer)
+        if clock is not None:
+            mem.clock = clock
         self.opened.append(mem)
         return mem
+
+    def cli(self) -> Cli:
+        """The CLI on this home (``--home DIR`` or ``--home URL``)."""
+        return Cli(self.location)
 
     def close(self) -> None:
         for mem in self.opened:
