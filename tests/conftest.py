@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from pgmemkit import Homes
+from pgmemkit import new_homes
 from storekit import HOME_KINDS, open_session_store
 from testkit import CI_MAX_EXAMPLES, Cli, copy_state, hypothesis_profile
 
@@ -111,8 +111,7 @@ def any_store(home_kind: str, store_location: str):
 def homes(home_kind: str, tmp_path: Path, request):
     """Memory on an empty home of ``home_kind``: ``homes.open(writer, **settings)`` is one
     process's view of it (the memory behaviour tests that inspect no files run on both)."""
-    url = request.getfixturevalue("pg_url") if home_kind == "postgres" else None
-    h = Homes(home_kind, tmp_path, url)
+    h = new_homes(home_kind, tmp_path, request)
     yield h
     h.close()
 
@@ -121,11 +120,6 @@ def homes(home_kind: str, tmp_path: Path, request):
 def shared_homes(request, tmp_path_factory):
     """``homes`` for a module whose tests only read what one setup wrote: one empty home of
     each kind per module."""
-    url = None
-    if request.param == "postgres":
-        from pgserver import home_url
-
-        url = home_url(request.getfixturevalue("pg_server_url"))
-    h = Homes(request.param, tmp_path_factory.mktemp("shared"), url)
+    h = new_homes(request.param, tmp_path_factory.mktemp("shared"), request)
     yield h
     h.close()

@@ -53,3 +53,14 @@ class Homes:
     def close(self) -> None:
         for mem in self.opened:
             mem.close()
+
+
+def new_homes(kind: str, where: Path, request: Any) -> Homes:
+    """An empty home of ``kind`` for a test (files under ``where``; for PostgreSQL a fresh
+    schema in the test server, which ``request`` fixture ``pg_server_url`` gives)."""
+    url = None
+    if kind == "postgres":
+        from pgserver import home_url
+
+        url = home_url(request.getfixturevalue("pg_server_url"))
+    return Homes(kind, where, url)
