@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
-from scriptorium.config import load_settings
 from scriptorium.errors import InvalidInput
 from scriptorium.memory.citations import block_sources
 from scriptorium.memory.search import SearchIndex, follow, search
 from scriptorium.memory.sources import SourceIdError
 from scriptorium.memory.workspace import Workspace
-from scriptorium.memory.writing import Memory
 
 from search_support import archive, open_ws, write_offsite, write_paragraphs
 
