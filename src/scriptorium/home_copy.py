@@ -6,7 +6,9 @@ history (git commits ↔ revision rows, replayed in order with their messages), 
 topics, the evidence archive, the counters and the blocked-branch report (a branch blocked in
 SRC stays blocked in DST until a write there succeeds); every session with its nodes (ids,
 edges, metadata, so the marks), head and meta. Not copied: the search index (derived data,
-each engine has its own): DST's is rebuilt from the copied topics and archive.
+each engine has its own): DST's is rebuilt from the copied topics and archive; and any file
+in SRC's memory directory that is not memory scriptorium keeps (another program's, such as
+the reference system's ``recent_events.jsonl``): the report names each one.
 
 Order matters for a crash: identity, then memory, then sessions. Marks arrive last, so a
 copy stopped half way never has a mark in DST for memory DST does not hold yet (a write in
@@ -48,6 +50,7 @@ class CopyReport:
     sessions_copied: int = 0
     sessions_skipped: int = 0
     nodes_copied: int = 0
+    not_copied: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -61,7 +64,8 @@ class CopyReport:
                 "blocked_branches": self.blocked_branches, "search_index": "rebuilt",
                 "sessions_copied": self.sessions_copied,
                 "sessions_skipped": self.sessions_skipped, "nodes_copied": self.nodes_copied,
-                "verified": self.verified, "problems": self.problems}
+                "not_copied": self.not_copied, "verified": self.verified,
+                "problems": self.problems}
 
 
 def copy_home(src: Path | str, dst: Path | str,
@@ -77,6 +81,7 @@ def copy_home(src: Path | str, dst: Path | str,
         if source_id is not None:
             dest.workspace.adopt_workspace_id(source_id)
         report.workspace_id = source_id
+        report.not_copied = foreign_files(source)
         _copy_memory(source, dest, report)
         for row in source.store.list_sessions():
             _copy_session(source, dest, row["session_id"], report)
@@ -98,14 +103,28 @@ def _require(home: Path | str) -> None:
         raise NotFound(f"home copy: no home at {where}")
 
 
+def _kept(name: str) -> bool:
+    """Is ``name`` memory that every home keeps (a topic, the archive, the counters)?"""
+    return name.startswith(("topics/", "sources/")) or name == "runtime.json"
+
+
+def _names(memory: Memory) -> dict[str, str]:
+    """Every file of the memory revision under the name every home uses -> its own path."""
+    ws = memory.workspace
+    return {("runtime.json" if rel == f"{ws.runtime_name}/runtime.json" else rel): rel
+            for rel in ws.revision_files()}
+
+
 def _memory_files(memory: Memory) -> dict[str, bytes]:
     """Every memory file (topics, archive, counters) under the names every home uses."""
-    ws = memory.workspace
-    out = {}
-    for rel in ws.revision_files():
-        name = "runtime.json" if rel == f"{ws.runtime_name}/runtime.json" else rel
-        out[name] = (ws.root / rel).read_bytes()
-    return out
+    root = memory.workspace.root
+    return {name: (root / rel).read_bytes() for name, rel in _names(memory).items()
+            if _kept(name)}
+
+
+def foreign_files(memory: Memory) -> list[str]:
+    """Files in the memory directory that are not memory scriptorium keeps (not copied)."""
+    return sorted(name for name in _names(memory) if not _kept(name))
 
 
 def _copy_memory(source: Memory, dest: Memory, report: CopyReport) -> None:

@@ -111,6 +111,7 @@ def test_the_cli_copies_and_prints_one_json_document(tmp_path, pg_url):
     data = json.loads(out.stdout)
     assert data["verified"] is True and data["sessions_copied"] == 2
     assert data["blocked_branches"] == 1 and data["search_index"] == "rebuilt"
+    assert data["not_copied"] == []
     human = CliRunner().invoke(main, ["home", "copy", str(homes.dir), pg_url])
     assert "1 blocked branch(es) kept blocked" in human.stdout
     assert "search index: not copied, rebuilt in the destination" in human.stdout
@@ -166,3 +167,13 @@ def test_a_copy_killed_at_a_step_finishes_when_run_again(tmp_path, pg_url, direc
     with Memory.open(src) as a, Memory.open(dst) as b:
         assert compare(a, b) == []
         assert marks(b, "s") == marks(a, "s") and blocked_code(b) == "WRITER_FAILURE_UNKNOWN"
+
+
+def test_a_file_that_is_not_memory_is_named_as_not_copied(tmp_path, pg_url):
+    homes = written_directory_home(tmp_path / "a")
+    (homes.dir / "memory" / "recent_events.jsonl").write_text("{}\n")  # another program's
+    out = CliRunner().invoke(main, ["home", "copy", str(homes.dir), pg_url])
+    assert out.exit_code == 0, out.output
+    assert "not copied (not memory scriptorium keeps): recent_events.jsonl" in out.stdout
+    with Memory.open(homes.dir) as a, Memory.open(pg_url) as pg:
+        assert compare(a, pg) == []
