@@ -146,3 +146,16 @@ def test_search_and_context_answer_the_same_on_both_homes(homes):
     assert hits[0].sources == ["openprogram/s/m0"] and hits[0].branch == "on_line"
     mem.store.append_message("s", {"id": "m1", "role": "user", "content": "When do deploys happen?"})
     assert "Tuesdays" in mem.context("s").markdown
+
+
+def test_a_long_lived_reader_sees_what_another_process_installed(homes):
+    reader = homes.open()
+    assert reader.status()["counts"]["topics"] == 0
+    writer = homes.open(trigger_tokens=1)
+    writer.store.create_session("s", title="Deploys")
+    writer.store.append_message("s", {"id": "m0", "role": "user",
+                                      "content": "Deploys happen on Tuesdays after 14:00 UTC."})
+    assert writer.write_session("s").failure is None
+    assert reader.status()["counts"]["topics"] == 1
+    assert reader.status()["revision"] == writer.status()["revision"]
+    assert "Tuesdays" in reader.show("deploys.md")["text"]
