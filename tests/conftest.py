@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from pgmemkit import new_homes
 from storekit import HOME_KINDS, open_session_store
 from testkit import CI_MAX_EXAMPLES, Cli, copy_state, hypothesis_profile
 
@@ -104,3 +105,21 @@ def any_store(home_kind: str, store_location: str):
     yield store
     if home_kind == "postgres":
         store.close()
+
+
+@pytest.fixture
+def homes(home_kind: str, tmp_path: Path, request):
+    """Memory on an empty home of ``home_kind``: ``homes.open(writer, **settings)`` is one
+    process's view of it (the memory behaviour tests that inspect no files run on both)."""
+    h = new_homes(home_kind, tmp_path, request)
+    yield h
+    h.close()
+
+
+@pytest.fixture(scope="module", params=HOME_KINDS)
+def shared_homes(request, tmp_path_factory):
+    """``homes`` for a module whose tests only read what one setup wrote: one empty home of
+    each kind per module."""
+    h = new_homes(request.param, tmp_path_factory.mktemp("shared"), request)
+    yield h
+    h.close()

@@ -30,8 +30,8 @@ def conversation(mem: Memory) -> None:
                                       "id": "a1"})
 
 
-def test_every_operation_is_a_method_of_memory(tmp_path):
-    mem = Memory.open(tmp_path)
+def test_every_operation_is_a_method_of_memory(homes):
+    mem = homes.open()
     conversation(mem)
     [result] = mem.write(["trip"], force=True)
     assert result.marked == ["u1", "a1"] and result.failure is None
@@ -60,8 +60,8 @@ def test_reading_a_home_without_memory_creates_nothing(tmp_path):
     assert not (tmp_path / "memory").exists()
 
 
-def test_writing_an_unknown_session_is_refused_before_anything_is_written(tmp_path):
-    mem = Memory.open(tmp_path)
+def test_writing_an_unknown_session_is_refused_before_anything_is_written(homes):
+    mem = homes.open()
     conversation(mem)
     with pytest.raises(SessionNotFound):
         mem.write(["trip", "ghost"], force=True)

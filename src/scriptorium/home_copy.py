@@ -3,15 +3,21 @@ and a PostgreSQL home, either way) without losing anything.
 
 What is kept: the memory workspace's id (the value of every mark), every install of its
 history (git commits ↔ revision rows, replayed in order with their messages), the final
-topics, the evidence archive and the counters; every session with its nodes (ids, edges,
-metadata, so the marks), head and meta.
+topics, the evidence archive, the counters and the blocked-branch report (a branch blocked in
+SRC stays blocked in DST until a write there succeeds); every session with its nodes (ids,
+edges, metadata, so the marks), head and meta. Not copied: the search index (derived data,
+each engine has its own): DST's is rebuilt from the copied topics and archive; and any file
+in SRC's memory directory that is not memory scriptorium keeps (another program's, such as
+the reference system's ``recent_events.jsonl``): the report names each one.
 
 Order matters for a crash: identity, then memory, then sessions. Marks arrive last, so a
 copy stopped half way never has a mark in DST for memory DST does not hold yet (a write in
 DST meanwhile redoes turns, never skips them). Every part is resumable: installs DST already
 replayed (by position and message), sessions DST already holds whole, nodes it already
 has, are skipped, so running the copy again finishes it. The copy ends by comparing both
-homes (:func:`compare`); any difference is reported and the command fails.
+homes (:func:`compare`); any difference is reported and the command fails. Fault points
+``home-copy-revision`` (after each install replayed) and ``home-copy-session`` (a session
+created in DST, its nodes not yet copied) let tests kill a real copy between steps.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from typing import Any, Callable
 
 from .config import resolve_location
 from .errors import InvalidInput, NotFound
+from .faults import fault_point
 from .postgres.url import parse_home_url
+from .memory.search import rebuild as rebuild_index
 from .memory.writing import Memory
 
 MEMORY_COPY_MESSAGE = "home copy: the archive and counters as the source holds them"
@@ -38,9 +46,11 @@ class CopyReport:
     revisions_copied: int = 0
     revisions_skipped: int = 0
     files_copied: int = 0
+    blocked_branches: int = 0
     sessions_copied: int = 0
     sessions_skipped: int = 0
     nodes_copied: int = 0
+    not_copied: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -51,9 +61,11 @@ class CopyReport:
         return {"source": self.source, "destination": self.destination,
                 "workspace_id": self.workspace_id, "revisions_copied": self.revisions_copied,
                 "revisions_skipped": self.revisions_skipped, "files_copied": self.files_copied,
+                "blocked_branches": self.blocked_branches, "search_index": "rebuilt",
                 "sessions_copied": self.sessions_copied,
                 "sessions_skipped": self.sessions_skipped, "nodes_copied": self.nodes_copied,
-                "verified": self.verified, "problems": self.problems}
+                "not_copied": self.not_copied, "verified": self.verified,
+                "problems": self.problems}
 
 
 def copy_home(src: Path | str, dst: Path | str,
@@ -69,6 +81,7 @@ def copy_home(src: Path | str, dst: Path | str,
         if source_id is not None:
             dest.workspace.adopt_workspace_id(source_id)
         report.workspace_id = source_id
+        report.not_copied = foreign_files(source)
         _copy_memory(source, dest, report)
         for row in source.store.list_sessions():
             _copy_session(source, dest, row["session_id"], report)
@@ -90,14 +103,28 @@ def _require(home: Path | str) -> None:
         raise NotFound(f"home copy: no home at {where}")
 
 
+def _kept(name: str) -> bool:
+    """Is ``name`` memory that every home keeps (a topic, the archive, the counters)?"""
+    return name.startswith(("topics/", "sources/")) or name == "runtime.json"
+
+
+def _names(memory: Memory) -> dict[str, str]:
+    """Every file of the memory revision under the name every home uses -> its own path."""
+    ws = memory.workspace
+    return {("runtime.json" if rel == f"{ws.runtime_name}/runtime.json" else rel): rel
+            for rel in ws.revision_files()}
+
+
 def _memory_files(memory: Memory) -> dict[str, bytes]:
     """Every memory file (topics, archive, counters) under the names every home uses."""
-    ws = memory.workspace
-    out = {}
-    for rel in ws.revision_files():
-        name = "runtime.json" if rel == f"{ws.runtime_name}/runtime.json" else rel
-        out[name] = (ws.root / rel).read_bytes()
-    return out
+    root = memory.workspace.root
+    return {name: (root / rel).read_bytes() for name, rel in _names(memory).items()
+            if _kept(name)}
+
+
+def foreign_files(memory: Memory) -> list[str]:
+    """Files in the memory directory that are not memory scriptorium keeps (not copied)."""
+    return sorted(name for name in _names(memory) if not _kept(name))
 
 
 def _copy_memory(source: Memory, dest: Memory, report: CopyReport) -> None:
@@ -114,6 +141,7 @@ def _copy_memory(source: Memory, dest: Memory, report: CopyReport) -> None:
         for message, files in wanted[len(done):]:
             dst_ws.replay(message, files)
             report.revisions_copied += 1
+            fault_point("home-copy-revision")
         have, want = _memory_files(dest), _memory_files(source)
         changes: dict[str, bytes | None] = {rel: data for rel, data in want.items()
                                             if have.get(rel) != data}
@@ -123,6 +151,11 @@ def _copy_memory(source: Memory, dest: Memory, report: CopyReport) -> None:
                 (f"{dst_ws.runtime_name}/runtime.json" if rel == "runtime.json" else rel): data
                 for rel, data in changes.items()})
         report.files_copied = len(changes)
+        blocked = src_ws.blocked_branches().load()
+        dst_ws.blocked_branches().adopt(blocked)
+        report.blocked_branches = sum(len(tips) for tips in blocked.values())
+        rebuild_index(dst_ws)  # built from the copied files: an index updated install by
+        # install would have resolved citations before the archive arrived (it comes last)
 
 
 def _node_rows(memory: Memory, sid: str) -> list[dict[str, Any]]:
@@ -142,6 +175,7 @@ def _copy_session(source: Memory, dest: Memory, sid: str, report: CopyReport) ->
         report.sessions_skipped += 1
         return
     dest.store.create_session(sid, title=str(meta.get("title") or ""))
+    fault_point("home-copy-session")
     with dest.store.bulk(sid) as bulk:
         for node in nodes:
             if bulk.append(node.copy()):
@@ -168,6 +202,8 @@ def compare(source: Memory, dest: Memory) -> list[str]:
     for rel in sorted(set(src_files) | set(dst_files)):
         if src_files.get(rel) != dst_files.get(rel):
             problems.append(f"memory file {rel} differs")
+    if source.workspace.blocked_branches().load() != dest.workspace.blocked_branches().load():
+        problems.append("the blocked-branch report differs")
     src_log = [m for m, _ in source.workspace.history()]
     dst_log = [m for m, _ in dest.workspace.history()]
     if dst_log[:len(src_log)] != src_log:

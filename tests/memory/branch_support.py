@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pgmemkit import Homes
 from scriptorium.config import load_settings
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
@@ -19,12 +20,16 @@ def say(mem: Memory, node_id: str, role: str, text: str, after: str | None = Non
     mem.store.append_message(SID, msg)
 
 
-def falcon(home: Path, **settings) -> Memory:
+def falcon(home: Path | Homes, **settings) -> Memory:
     """u1 a1 u2 a2 (budget 160) | u2 edited as u2e → a2e (budget 150) → u3 a3 (caterer Casa
     Verde), a3 retried as a3r (Tasca Azul, the head); a sub-agent spawned from a2e reports a
-    hotel. Written at the session boundary before and after the retry, default settings."""
-    mem = Memory(home, settings=load_settings(home, settings),
-                 store=SessionStore(home / "sessions", git=False))
+    hotel. Written at the session boundary before and after the retry, default settings, on
+    a home directory or on either kind of home (``Homes``)."""
+    if isinstance(home, Homes):
+        mem = home.open(**settings)
+    else:
+        mem = Memory(home, settings=load_settings(home, settings),
+                     store=SessionStore(home / "sessions", git=False))
     mem.store.create_session(SID, title="Falcon offsite")
     say(mem, "u1", "user", "We are planning the Falcon offsite in Porto.")
     say(mem, "a1", "assistant", "Noted: the Falcon offsite in Porto.")

@@ -1,5 +1,6 @@
 """A branch that a non-retryable failure blocks is visible: ``memory status`` and ``memory
-verify`` name it with the reason code and what the user can do, until a write on it succeeds.
+verify`` name it with the reason code and what the user can do, until a write on it succeeds
+(on both kinds of home; the damaged archive file is the directory home's).
 
 Real sessions and a real workspace; the failures are real ones (a damaged evidence archive,
 a writer whose edit the transaction rejects).
@@ -72,12 +73,12 @@ def test_a_damaged_archive_blocks_the_branch_visibly_until_a_write_succeeds(home
     assert cli.json("memory", "verify")["ok"] is True
 
 
-def test_a_blocked_branch_stays_visible_after_more_turns_arrive_and_siblings_are_not(home):
-    mem = open_memory(home)
+def test_a_blocked_branch_stays_visible_after_more_turns_arrive_and_siblings_are_not(homes):
+    mem = homes.open(EmbeddedWriter())
     mem.store.create_session("s", title="Trip")
     mem.store.append_message("s", {"id": "u0", "role": "user", "content": "Plan a trip."})
     assert mem.write_session("s").failure is None
-    mem = open_memory(home, DanglingLinkWriter())
+    mem = homes.open(DanglingLinkWriter())
     mem.store.append_message("s", {"id": "u1", "role": "user", "content": "Book Lisbon."})
     failed = mem.write_session("s")
     assert failed.failure.reason_code == "INVALID_TOPIC_FORMAT"
@@ -85,13 +86,13 @@ def test_a_blocked_branch_stays_visible_after_more_turns_arrive_and_siblings_are
     mem.store.append_message("s", {"id": "a1", "role": "assistant", "content": "Booked."})
     mem.store.append_message("s", {"id": "u1b", "role": "user", "content": "Or Porto?",
                                    "predecessor": "u0"})  # a sibling branch
-    status = Cli(home).json("memory", "status")
+    status = homes.cli().json("memory", "status")
     blocked = branch(status, "a1")["blocked"]
     assert blocked["reason_code"] == "INVALID_TOPIC_FORMAT"
     assert "--writer embedded" in blocked["hint"]
     assert branch(status, "u1b")["blocked"] is None
 
-    mem = open_memory(home)  # the fix: a writer that works
+    mem = homes.open(EmbeddedWriter())  # the fix: a writer that works
     mem.store.set_head("s", "a1")
     assert mem.write_session("s").failure is None
-    assert branch(Cli(home).json("memory", "status"), "a1")["blocked"] is None
+    assert branch(homes.cli().json("memory", "status"), "a1")["blocked"] is None

@@ -6,17 +6,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from scriptorium.config import load_settings
-from scriptorium.memory.writing import Memory
-from scriptorium.sessions import SessionStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import branch_facts  # noqa: E402
 
 
-def test_branch_aware_search_gives_each_branch_its_own_value_first(home):
-    store = SessionStore(home / "sessions", git=False)
-    mem = Memory(home, settings=load_settings(home, environ={}), store=store)
+def test_branch_aware_search_gives_each_branch_its_own_value_first(homes):
+    mem = homes.open()
+    store = mem.store
     cases = branch_facts.generate(mem, 8)  # 4 edits, 4 retries; numbers, names, dates, choices
     assert {c.kind for c in cases} == {"edit", "retry"}
     assert {c.fact_type for c in cases} == {"number", "name", "date", "choice"}

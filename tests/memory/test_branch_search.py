@@ -11,23 +11,22 @@ from scriptorium.memory.provenance import BranchUnavailable, Provenance
 from scriptorium.memory.search import search
 from scriptorium.memory.search.query import Hit, prefer_line
 
+from storekit import damage
 from testkit import Cli
 
 from branch_support import SID, falcon, say
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    """One written conversation for the tests that only read it."""
-    home = tmp_path_factory.mktemp("falcon") / "home"
-    home.mkdir()
-    return falcon(home)
+def shared(shared_homes):
+    """The falcon conversation on each kind of home (the tests only read it)."""
+    return falcon(shared_homes)
 
 
 @pytest.fixture
-def mem(home):
-    """A conversation of its own, for tests that change or damage it."""
-    return falcon(home)
+def mem(homes):
+    """The falcon conversation on a fresh home of each kind (for tests that add to it)."""
+    return falcon(homes)
 
 
 def top(mem, query, head=None, **kw):
@@ -131,8 +130,7 @@ def test_unknown_session_or_tip_is_not_found_and_head_alone_is_bad_input(shared)
 
 
 def test_an_unreadable_dag_is_an_error_for_that_session_not_a_branch_blind_answer(mem):
-    path = next((mem.store.root / SID / "history").glob("*-a1.json"))
-    path.write_text(path.read_text().replace('"predecessor": "u1"', '"predecessor": "gone"'))
+    damage(mem.store, SID, "a1", predecessor="gone")
     with pytest.raises(BranchUnavailable, match=f"session {SID}"):
         mem.search("Falcon budget", session=SID)
     assert search(mem.workspace, "Falcon budget")  # branch-blind search still works
@@ -163,9 +161,9 @@ def test_cli_bad_session_or_tip_is_one_line_error(shared, args, code, words):
     assert result.stdout == ""
 
 
-def test_cli_broken_dag_exits_4_naming_the_session(mem, cli):
-    path = next((mem.store.root / SID / "history").glob("*-a1.json"))
-    path.write_text(path.read_text().replace('"predecessor": "u1"', '"predecessor": "gone"'))
+def test_cli_broken_dag_exits_4_naming_the_session(mem):
+    cli = Cli(mem.home)
+    damage(mem.store, SID, "a1", predecessor="gone")
     result = cli("memory", "search", "budget", "--session", SID, "--json")
     assert result.exit_code == 4
     assert "branch classes unavailable" in result.stderr and SID in result.stderr

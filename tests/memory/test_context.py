@@ -15,11 +15,9 @@ from branch_support import SID, falcon, say
 
 
 @pytest.fixture(scope="module")
-def mem(tmp_path_factory):
-    """One written conversation (the tests only read it)."""
-    home = tmp_path_factory.mktemp("falcon") / "home"
-    home.mkdir()
-    mem = falcon(home)
+def mem(shared_homes):
+    """One written conversation (the tests only read it), on each kind of home."""
+    mem = falcon(shared_homes)
     # the conversation goes on about the budget: the recent turns the context answers to
     say(mem, "u5", "user", "Remind me of the Falcon budget before I book the caterer.")
     return mem

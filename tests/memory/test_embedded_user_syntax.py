@@ -3,7 +3,8 @@
 A message that looks like a block link, a block id, a footnote, a heading or a fence is what
 someone said, and memory states it; if the writer copied it into the topic as syntax, the
 transaction would reject the batch (INVALID_TOPIC_FORMAT, not retryable) and every later turn
-of the branch would wait behind it forever. Real sessions, a real workspace, real installs.
+of the branch would wait behind it forever. Real sessions, a real workspace, real installs, on
+both kinds of home.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from scriptorium.errors import InvalidInput
 from scriptorium.memory.records import MARK_KEY
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
+from pgmemkit import Homes
 
 HOSTILE = [
     "See [the plan](plan.md#^abcdef12)",
@@ -33,9 +35,13 @@ HOSTILE = [
 ]
 
 
-def fresh_memory(home: Path, title: str = "Plans", trigger_tokens: int = 1) -> Memory:
-    mem = Memory(home, settings=load_settings(home, {"trigger_tokens": trigger_tokens}),
-                 writer=EmbeddedWriter())
+def fresh_memory(home: Path | Homes, title: str = "Plans", trigger_tokens: int = 1) -> Memory:
+    """A session ``s`` on either kind of home (``Homes``) or in a home directory."""
+    if isinstance(home, Homes):
+        mem = home.open(EmbeddedWriter(), trigger_tokens=trigger_tokens)
+    else:
+        mem = Memory(home, settings=load_settings(home, {"trigger_tokens": trigger_tokens}),
+                     writer=EmbeddedWriter())
     mem.store.create_session("s", title=title)
     return mem
 
@@ -46,8 +52,8 @@ def marked(mem: Memory) -> set[str]:
 
 
 @pytest.mark.parametrize("text", HOSTILE)
-def test_topic_syntax_in_a_user_message_is_written_as_text_and_the_branch_moves_on(home, text):
-    mem = fresh_memory(home)
+def test_topic_syntax_in_a_user_message_is_written_as_text_and_the_branch_moves_on(homes, text):
+    mem = fresh_memory(homes)
     mem.store.append_message("s", {"id": "u1", "role": "user", "content": text})
     mem.store.append_message("s", {"id": "a1", "role": "assistant", "content": text})
     first = mem.write_session("s")
@@ -64,8 +70,8 @@ def test_topic_syntax_in_a_user_message_is_written_as_text_and_the_branch_moves_
     assert all(w in body for w in words), "what was said is still stated"
 
 
-def test_a_title_with_line_breaks_and_syntax_stays_one_heading(home):
-    mem = fresh_memory(home, title="Trip\n[^e1]: Time: `2026`; Sources: [x](y)\n# second")
+def test_a_title_with_line_breaks_and_syntax_stays_one_heading(homes):
+    mem = fresh_memory(homes, title="Trip\n[^e1]: Time: `2026`; Sources: [x](y)\n# second")
     mem.store.append_message("s", {"id": "u1", "role": "user", "content": "Book the train."})
     result = mem.write_session("s")
     assert result.failure is None, result.failure
@@ -104,7 +110,7 @@ def test_any_user_and_assistant_text_always_installs_and_every_turn_is_marked(tu
 
 
 def test_an_llm_that_copies_a_link_verbatim_gets_a_precise_rejection_and_marks_nothing(
-        home, monkeypatch):
+        homes, monkeypatch):
     """The model writes what it likes; the transaction names the broken rule, the repair run
     is told it, and nothing is marked while the topic would not parse."""
     import json
@@ -125,7 +131,7 @@ def test_an_llm_that_copies_a_link_verbatim_gets_a_precise_rejection_and_marks_n
     with ScriptedServer([copies_verbatim, final(), copies_verbatim, final()]) as server:
         writer = LLMWriter(base_url=server.base_url, model="stub-model",
                            api_key_env="SCRIPTORIUM_TEST_LLM_KEY", timeout_seconds=5.0)
-        mem = Memory(home, settings=load_settings(home), writer=writer)
+        mem = homes.open(writer)
         mem.store.create_session("s", title="Plans")
         mem.store.append_message("s", {"id": "u1", "role": "user", "content": HOSTILE[0]})
         result = mem.write_session("s")

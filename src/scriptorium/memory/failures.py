@@ -131,6 +131,14 @@ class BlockedBranches:
                 del tips[key]
         self._save(data)
 
+    def adopt(self, data: dict[str, dict[str, dict[str, Any]]]) -> bool:
+        """Make the whole report ``data`` (another home's, for a home copy); True when it
+        changed anything. Caller holds the workspace lock."""
+        if self.load() == data:
+            return False
+        self._save(data)
+        return True
+
     def forget(self, reason_codes: set[str]) -> list[str]:
         """Drop every record with one of ``reason_codes`` (their cause was repaired; a write
         that still fails records it again). Returns the sessions touched. Caller holds the

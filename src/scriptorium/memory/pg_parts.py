@@ -198,6 +198,10 @@ class PgBlockedBranches(BlockedBranches):
         with self._updating():
             return super().forget(reason_codes)
 
+    def adopt(self, data: dict[str, dict[str, dict[str, Any]]]) -> bool:
+        with self._updating():
+            return super().adopt(data)
+
     def _read(self) -> Any:
         with self._conn() as conn:
             row = conn.execute("SELECT body FROM memory_runtime WHERE name = %s",

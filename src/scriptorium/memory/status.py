@@ -26,7 +26,9 @@ def source_files(ws: Workspace) -> list[str]:
 
 
 def workspace_status(ws: Workspace) -> dict[str, Any]:
-    """Identity, revision and what the workspace holds (plus any topic format problems)."""
+    """Identity, revision and what the workspace holds (plus any topic format problems), as
+    of now: a database home's mirror first pulls what other processes installed."""
+    ws.refresh()
     docs = ws.topic_docs(strict=False)
     frames = list(ws.sources.iter_frames())
     problems = [{"path": p.path, "line": p.line, "message": p.what}
@@ -96,6 +98,7 @@ def show(ws: Workspace, ref: str) -> dict[str, Any]:
     if not isinstance(ref, str) or not ref.strip():
         raise InvalidInput("memory show needs a topic path or a block id")
     ref = ref.strip()
+    ws.refresh()  # a long-lived reader of a database home sees other processes' installs
     rel = _topic_rel(ws, ref)
     if rel is not None:
         data = (ws.root / rel).read_bytes()

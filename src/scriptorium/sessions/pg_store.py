@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -67,7 +68,9 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         self.channel = NOTIFY_PREFIX + pg.target.home
         self.events = PgHeadMoveLog(pg, self.channel)  # head moves, told to other processes
         self._indexes: OrderedDict[str, PgIndex] = OrderedDict()  # LRU, see MAX_OPEN_SESSIONS
-        self._tlocks: dict[str, threading.RLock] = {}
+        # a session's thread lock lives while some thread holds or waits for it, no longer:
+        # a walk of every session keeps none (a lock nobody references excludes nobody)
+        self._tlocks: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
         self._listeners: list[HeadListener] = []
         self._lines = LineOps.new_cache()
@@ -89,7 +92,9 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
             raise InvalidInput(f"invalid session id {sid!r}: reserved for the store's own files")
         return check_name(sid, "session id")
 
-    def _tlock(self, sid: str) -> threading.RLock:
+    def _tlock(self, sid: str) -> Any:
+        """The thread lock of ``sid``: the same object for every thread while any of them
+        holds a reference to it (the ``with`` block holding it keeps it alive)."""
         with self._guard:
             lock = self._tlocks.get(sid)
             if lock is None:
