@@ -7,7 +7,8 @@ import re
 
 from hypothesis import given, settings, strategies as st
 
-from testkit import examples
+from testkit import DATA, examples
+from topic_parse_reference import reference_parse
 
 from scriptorium.memory.topics import (
     Block, Claim, Evidence, Heading, SourceLink, TopicDoc, TopicFormatError, normalize_topic,
@@ -157,3 +158,53 @@ def test_normalising_normalised_output_changes_nothing(text, committed):
     now = committed | {i for b in parse_topic(once, P, strict=False).blocks for i in b.ids}
     assert normalize_topic(once, P, committed_ids=now, resolve=resolve,
                            link_for=link_for) == once
+
+
+# Lines as the writers make them and as hand edits break them: citations with odd spacing
+# (tabs, no-break and em spaces are whitespace to both parsers), id runs, "x^2", links,
+# definitions good and broken, headings of every level, comments and fences.
+spacing = st.sampled_from(["", " ", "  ", "\t", "\u00a0", "\u2003", " \u00a0"])
+cite = st.builds(lambda sp, fid: f"{sp}[^{fid}]", spacing,
+                 st.sampled_from(["e-aaaaaaaaaa", "e-bbbbbbbbbb", "mem_1", "e1", "x y", "", "^"]))
+claim_text = st.sampled_from(["The kiln is hot.", "x^2 grows", "See [t](other.md#^b1).",
+                              "[l](../x.md) and [m](#^b2)", "Café ☕", "a]b", "", "two\nlines"])
+paragraph = st.builds(
+    lambda parts, tail, ids: "".join(parts) + tail + "".join(ids),
+    st.lists(st.builds(lambda t, cs: t + "".join(cs), claim_text, st.lists(cite, max_size=2)),
+             max_size=4),
+    st.sampled_from(["", " trailing words", "\u00a0"]),
+    st.lists(st.builds(lambda sp, i: f"{sp}^{i}", spacing,
+                       st.sampled_from(["b1", "f888f60e", "bad.id", "", "e-1", "b1"])),
+             max_size=3))
+writer_lines = st.one_of(
+    paragraph, definition_lines(), topicish_lines,
+    st.sampled_from(["[^e-aaaaaaaaaa]: Time: `2026-08-01`; Sources: [a](p/t/m1)",
+                     "[^e-aaaaaaaaaa]: Time: `2026-02-30`; Sources: [a](p/t/m1)",
+                     "[^e-bbbbbbbbbb]: 2026 · Sources: [b](../../sources/p_t.md#m2)",
+                     "[^broken]: no time here", "[^]: Time: `2026`; Sources: p/t/m1, q/u/m3",
+                     "## Section", "#", "####### not a heading", "\r", "<!-- a\nb -->"]))
+
+
+@SETTINGS
+@given(st.one_of(st.lists(writer_lines, max_size=24).map("\n".join),
+                 st.lists(writer_lines, max_size=24).map("\r\n".join), st.text(max_size=300)))
+def test_the_faster_parser_reads_every_file_as_the_parser_before_it_did(text):
+    """The index's parse (lenient, as a hand edit is read) and the strict parse give the same
+    blocks, evidence, items and problems as the parser of commit 009abc4."""
+    new = parse_topic(text, P, strict=False)
+    old = reference_parse(text, P)
+    assert new.items == old.items
+    assert new.blocks == old.blocks and new.evidence == old.evidence
+    assert [(p.line, p.what) for p in new.problems] == [(p.line, p.what) for p in old.problems]
+
+
+def test_the_faster_parser_agrees_on_the_fixture_markdown():
+    """Every Markdown file of the fixtures (topics as the reference's writer left them, and
+    the timeline and archive files beside them) parses the same as before."""
+    files = sorted(DATA.rglob("*.md"))
+    assert files
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        new, old = parse_topic(text, path.name, strict=False), reference_parse(text, path.name)
+        assert (new.items, [(p.line, p.what) for p in new.problems]) == \
+            (old.items, [(p.line, p.what) for p in old.problems]), path

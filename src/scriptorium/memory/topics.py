@@ -20,6 +20,7 @@ import hashlib
 import posixpath
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Iterable, Union
 from urllib.parse import unquote
 
@@ -53,7 +54,7 @@ _SOURCE_SEP_RE = re.compile(r"\s*,\s*")
 _WHEN_RE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?")
 _LINK_RE = re.compile(r"\[([^\[\]\n]*)\]\(([^()\s]*)\)")
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-_WS_BEFORE_CITATION_RE = re.compile(r"\s+(?=\[\^)")
+_ID_TAIL_RE = re.compile(r"[^\s\[\]\^]+")  # what may follow the last "^" of an id
 
 
 class TopicFormatError(InvalidInput):
@@ -167,6 +168,7 @@ def is_local_label(fid: str) -> bool:
     return _LOCAL_LABEL_RE.fullmatch(fid) is not None
 
 
+@lru_cache(maxsize=4096)  # a file repeats a few dates many times
 def valid_when(when: str) -> bool:
     """``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` naming a real date, or ``undated``."""
     if when == "undated":
@@ -196,6 +198,10 @@ def _bare_handles(text: str) -> list[str] | None:
     return None
 
 
+# The first characters of the lines that are not plain paragraph text (see ``_classify``).
+_SPECIAL_FIRST = frozenset("`~#[<")
+
+
 def _classify(stripped: str) -> str:
     if not stripped:
         return "blank"
@@ -215,15 +221,28 @@ def _split_ids(body: str) -> tuple[str, list[str]]:
     rest = body.rstrip()
     ids: list[str] = []
     while True:
-        m = re.search(r"\^([^\s\[\]\^]*)$", rest)
-        if not m:
+        caret = rest.rfind("^")
+        if caret < 0:
             break
-        before = rest[: m.start()]
+        token = rest[caret + 1:]
+        if token and not _ID_TAIL_RE.fullmatch(token):
+            break  # whitespace or a bracket after the last "^": no id ends the text
+        before = rest[:caret]
         if before and not (before[-1].isspace() or before[-1] == "]"):
             break  # "x^2": part of the text, not an id
-        ids.insert(0, m.group(1))
+        ids.insert(0, token)
         rest = before.rstrip()
     return rest, ids
+
+
+def _strip_before_citations(body: str) -> str:
+    """Remove the whitespace before each ``[^`` (``\\s+(?=\\[\\^)``, without a regex that
+    tries every space of the paragraph)."""
+    if "[^" not in body:
+        return body
+    parts = body.split("[^")
+    last = parts.pop()
+    return "[^".join([part.rstrip() for part in parts] + [last])
 
 
 def _collapse(text: str) -> str:
@@ -262,19 +281,20 @@ class _Parser:
 
     def definition(self, stripped: str, line: int) -> Evidence | None:
         m = _DEF_RE.fullmatch(stripped) or _LEGACY_DEF_RE.fullmatch(stripped)
-        start = _DEF_START_RE.match(stripped)
-        if start:
-            self.broken_fids.add(start.group(0)[2:-2])  # removed again once parsed
         if not m:
+            start = _DEF_START_RE.match(stripped)
+            if start:
+                self.broken_fids.add(start.group(0)[2:-2])
             self.problem(line, "malformed footnote definition (expected "
                                "'[^id]: Time: `YYYY-MM-DD`; Sources: [label](target)')")
             return None
-        fid = m.group("fid")
+        fid = m.group("fid")  # the same id _DEF_START_RE reads: both stop at the first "]"
         when = m.group("when").strip("`").strip()
         sources = self.sources(m.group("src"), line)
         if sources is None:
+            self.broken_fids.add(fid)
             return None
-        self.broken_fids.discard(fid)
+        self.broken_fids.discard(fid)  # a later good definition mends an earlier broken one
         if not FOOTNOTE_ID_RE.fullmatch(fid):
             self.problem(line, f"invalid footnote id [^{fid}] (allowed: letters, digits, _ and -)")
         if not valid_when(when):
@@ -312,9 +332,8 @@ class _Parser:
             pos = sep.end() if sep else pos
 
     def block(self, lines: list[str], line: int, headings: list[str]) -> Block:
-        body = "\n".join(part.strip() for part in lines)
-        body = _WS_BEFORE_CITATION_RE.sub("", body)
-        text, ids = _split_ids(body)
+        text, ids = _split_ids(_strip_before_citations("\n".join([part.strip()
+                                                                   for part in lines])))
         good_ids: list[str] = []
         for token in ids:
             if not BLOCK_ID_RE.fullmatch(token):
@@ -324,22 +343,26 @@ class _Parser:
             else:
                 good_ids.append(token)
         claims: list[Claim] = []
+        citations: list[str] = []
         pos = 0
         last_end = -1
         for m in _CITATION_RE.finditer(text):
             fid = m.group(1)
-            segment = text[pos:m.start()]
+            start = m.start()
+            citations.append(fid)
             if not FOOTNOTE_ID_RE.fullmatch(fid):
                 self.problem(line, f"invalid citation [^{fid}] (allowed: letters, digits, _ and -)")
-            if "[^" in segment:
-                self.problem(line, "malformed citation (a '[^' that is not '[^id]')")
-            if m.start() == last_end and claims:
+            if start == last_end and claims:
                 claims[-1].citations.append(fid)
-            elif not segment.strip():
-                self.problem(line, f"citation [^{fid}] has no claim text before it")
-                claims.append(Claim("", [fid]))
             else:
-                claims.append(Claim(_collapse(segment), [fid]))
+                segment = text[pos:start]
+                if "[^" in segment:
+                    self.problem(line, "malformed citation (a '[^' that is not '[^id]')")
+                if not segment.strip():
+                    self.problem(line, f"citation [^{fid}] has no claim text before it")
+                    claims.append(Claim("", [fid]))
+                else:
+                    claims.append(Claim(" ".join(segment.split()), [fid]))
             pos = last_end = m.end()
         tail = text[pos:]
         if "[^" in tail:
@@ -348,15 +371,20 @@ class _Parser:
             if claims:
                 self.problem(line, "text after the last citation (every claim must end with "
                                    "its citation)")
-            claims.append(Claim(_collapse(tail), []))
+            claims.append(Claim(" ".join(tail.split()), []))
         block = Block(id=good_ids[-1] if good_ids else "", aliases=good_ids[:-1], claims=claims,
                       headings=list(headings), line=line, text=text)
-        if not block.citations:
+        if not citations:
             self.problem(line, "paragraph without a citation (every paragraph must cite its "
                                "evidence)")
         if not good_ids and not block.legacy:
             self.problem(line, "memory block ID required (paragraph does not end with ^id)")
-        for m in _LINK_RE.finditer(text):
+        if "](" in text:  # a Markdown link: a block link must name a real block
+            self.links(block, line)
+        return block
+
+    def links(self, block: Block, line: int) -> None:
+        for m in _LINK_RE.finditer(block.text):
             kind = _link_target(self.path, m.group(2))
             if kind is None:
                 continue
@@ -368,7 +396,6 @@ class _Parser:
                 self.problem(line, f"link {m.group(2)!r} names an invalid block id")
             else:
                 block.links.append((target_path, block_id))
-        return block
 
     def parse(self, text: str) -> TopicDoc:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -377,21 +404,22 @@ class _Parser:
             lines.pop()
         items: list[Item] = []
         stack: list[tuple[int, str]] = []
+        headings: list[str] = []  # the titles of ``stack``, kept in step with it
         para: list[str] = []
         para_line = 0
-
-        def flush() -> None:
-            nonlocal para
-            if para:
-                items.append(self.block(para, para_line, [t for _, t in stack]))
-                para = []
-
         i = 0
         n = len(lines)
         while i < n:
             raw = lines[i]
             stripped = raw.strip()
-            kind = _classify(stripped)
+            # most lines are paragraph text or definitions: decide those without a call
+            first = stripped[:1]
+            if first and first not in _SPECIAL_FIRST:
+                kind = "text"
+            elif first == "[" and stripped.startswith("[^"):
+                kind = "def" if _DEF_START_RE.match(stripped) else "text"
+            else:
+                kind = _classify(stripped)
             lineno = i + 1
             if kind == "text":
                 if not para:
@@ -399,8 +427,14 @@ class _Parser:
                 para.append(raw)
                 i += 1
                 continue
-            flush()
+            if para:
+                items.append(self.block(para, para_line, headings))
+                para = []
             if kind == "blank":
+                i += 1
+            elif kind == "def":
+                evidence = self.definition(stripped, lineno)
+                items.append(evidence if evidence is not None else Raw([raw], lineno))
                 i += 1
             elif kind == "heading":
                 m = _HEADING_RE.fullmatch(stripped)
@@ -409,11 +443,8 @@ class _Parser:
                 while stack and stack[-1][0] >= level:
                     stack.pop()
                 stack.append((level, title))
+                headings = [t for _, t in stack]
                 items.append(Heading(level, title, lineno))
-                i += 1
-            elif kind == "def":
-                evidence = self.definition(stripped, lineno)
-                items.append(evidence if evidence is not None else Raw([raw], lineno))
                 i += 1
             elif kind == "comment":
                 j = i
@@ -430,7 +461,8 @@ class _Parser:
                     j += 1
                 items.append(Raw(lines[i:min(j, n - 1) + 1], lineno))
                 i = j + 1
-        flush()
+        if para:
+            items.append(self.block(para, para_line, headings))
         return self.finish(items)
 
     def finish(self, items: list[Item]) -> TopicDoc:
