@@ -58,6 +58,7 @@ def path_words(path: str) -> str:
     return " ".join(" ".join(WORD_RE.findall(p)) for p in parts if p != "_v2")
 
 
+@lru_cache(maxsize=1024)
 def logical_path(path: str) -> str:
     """A v2 archive path also answers to its legacy logical path (``sources/p/_v2/t.md`` ->
     ``sources/p/t.md``), so one prefix filter finds both."""
@@ -124,7 +125,7 @@ class Document:
     def fields(self) -> tuple[str, str, str, str]:
         """(body, context, dates, cjk) as indexed: what is said, where it is filed, when,
         and the CJK grams of all of it."""
-        body = _BLOCK_LINK_RE.sub(r"\1", self.text)
+        body = _BLOCK_LINK_RE.sub(r"\1", self.text) if "#^" in self.text else self.text
         context = " ".join([path_words(self.path), *self.headings, self.speaker]).strip()
         dates = " ".join(self.dates)
         cjk = " ".join(cjk_grams(body + " " + context))

@@ -29,13 +29,13 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 import stat
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -95,10 +95,16 @@ _ROW_COLUMNS = ("kind, path, legacy, line, block_id, claim, text, headings, date
                 "source_id, version, speakers, speaker, trusted")
 
 
-@lru_cache(maxsize=4096)
-def _json(values: tuple[str, ...]) -> str:
-    """JSON of a short list; headings, dates and sources repeat across the claims of a file."""
-    return json.dumps(list(values), ensure_ascii=False)
+_JSON_ESCAPES = re.compile(r'[\x00-\x1f"\\]')
+
+
+def _json(values: list[str]) -> str:
+    """``json.dumps(values, ensure_ascii=False)`` of a list of strings, without the encoder
+    when no string needs an escape (headings, dates and source ids, for every document)."""
+    joined = '", "'.join(values)
+    if _JSON_ESCAPES.search(joined):
+        return json.dumps(values, ensure_ascii=False)
+    return f'["{joined}"]' if values else "[]"
 
 
 def _row(doc: Document) -> tuple:
@@ -107,8 +113,7 @@ def _row(doc: Document) -> tuple:
     logical = logical_path(doc.path)
     return (doc.kind, doc.path, logical if logical != doc.path else None, doc.line,
             doc.block_id, doc.claim,
-            doc.text, _json(tuple(doc.headings)), _json(tuple(doc.dates)),
-            _json(tuple(doc.sources)), doc.source_id, doc.version, speakers,
+            doc.text, _json(doc.headings), _json(doc.dates), _json(doc.sources), doc.source_id, doc.version, speakers,
             doc.speaker, int(doc.trusted))
 
 

@@ -32,6 +32,7 @@ class Resolver:
         # small tuples are kept (not the frames and their text: a build reads every file)
         self._files: dict[str, dict[str, tuple[str, _Facts]]] = {}
         self._facts: dict[str, _Facts] = {}  # source id -> (trusted, speaker keys)
+        self._links: dict[tuple[str, str], str | None] = {}  # (topic folder, link) -> file
 
     @staticmethod
     def _facts_of(frame: Any) -> "_Facts":
@@ -46,12 +47,22 @@ class Resolver:
             self._files[rel] = by_anchor
         return self._files[rel]
 
+    def _v2_file(self, topic_path: str, link: str) -> str | None:
+        """The v2 archive file ``link`` names from ``topic_path``'s folder, or None (cached:
+        a topic's footnotes name the same few files)."""
+        key = (posixpath.dirname(topic_path), link)
+        if key not in self._links:
+            rel = posixpath.normpath(posixpath.join(key[0], link))
+            parts = rel.split("/")
+            self._links[key] = rel if len(parts) == 4 and parts[0] == "sources" \
+                and parts[2] == "_v2" else None
+        return self._links[key]
+
     def resolve(self, topic_path: str, target: str) -> str | None:
         link, sep, frag = target.partition("#")
         if sep and link.endswith(".md") and frag.startswith("source-"):
-            rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
-            parts = rel.split("/")
-            if len(parts) == 4 and parts[0] == "sources" and parts[2] == "_v2":
+            rel = self._v2_file(topic_path, link)
+            if rel is not None:
                 found = self._anchors(rel).get(frag)
                 if found is not None:
                     self._facts[found[0]] = found[1]
