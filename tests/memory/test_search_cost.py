@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,43 @@ def test_a_build_merges_its_segments_and_gives_back_the_pages_they_left(ws, monk
     assert [h.to_dict() for h in search(ws, "kiln glaze fired", top_k=20)] == before
     write_paragraphs(ws, "topics/t9.md", [[("The teapot cracked.", [ids[0]], "2026-08-01")]])
     assert [h.text for h in search(ws, "teapot")] == ["The teapot cracked."]
+
+
+def test_a_files_path_and_headings_are_stored_once_however_many_claims_repeat_them(ws):
+    """A claim's row holds its text and a number for its file and for its headings: writing
+    more claims under the same long path and headings adds their text, not those again."""
+    ids = archive(ws, [("s", f"n{i}", "user", f"turn {i}", TS) for i in range(40)])
+    rel = "topics/" + "a-rather-long-folder-name/" * 4 + "and-a-long-topic-name.md"
+    heading = "A heading long enough to matter " * 4
+    write_paragraphs(ws, rel, [[(f"Kiln firing {i}.", [ids[i]], "2026-08-01")]
+                               for i in range(40)], heading=heading.strip(),
+                     sections=["Glazes and their long section title " * 3] + [""] * 39)
+    index = SearchIndex.of(ws)
+    hits = search(ws, "kiln firing", top_k=40)
+    assert len(hits) == 40 and {h.path for h in hits} == {rel}
+    assert {tuple(h.headings) for h in hits} == {
+        (heading.strip(), ("Glazes and their long section title " * 3).strip())}
+    assert index.rows("SELECT count(*) AS n FROM files")[0]["n"] == 1
+    assert index.rows("SELECT count(*) AS n FROM heading_sets")[0]["n"] == 1
+    stored = index.rows("SELECT sum(pgsize - unused) AS b FROM dbstat WHERE name='doc_rows'")
+    text = sum(len(h.text) for h in hits)
+    # per claim: its text, its dates and source id (JSON), and small numbers; the path and
+    # headings (over 300 characters) would be 40 times 300 more
+    assert stored[0]["b"] < text + 40 * 80
+
+
+def test_an_index_of_the_layout_before_shared_paths_is_replaced(ws):
+    """An index file written by schema 4 (``docs`` a table, not a view) is rebuilt."""
+    ids = archive(ws, [("s", "n0", "user", "turn 0", TS)])
+    write_paragraphs(ws, "topics/a.md", [[("The kiln is hot.", [ids[0]], "2026-08-01")]])
+    SearchIndex.of(ws).discard()
+    old = sqlite3.connect(ws.runtime_dir / "search.sqlite")
+    old.executescript("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                      "INSERT INTO meta VALUES ('schema', '4');"
+                      "CREATE TABLE docs(id INTEGER PRIMARY KEY, path TEXT, text TEXT);"
+                      "CREATE INDEX docs_path ON docs(path);"
+                      "CREATE TABLE files(path TEXT PRIMARY KEY, kind TEXT);")
+    old.close()
+    assert [h.text for h in search(ws, "kiln")] == ["The kiln is hot."]
+    assert SearchIndex.of(ws).rows("SELECT type FROM sqlite_master WHERE name='docs'") == \
+        [{"type": "view"}]

@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import sqlite3
 import stat
 import threading
@@ -44,14 +43,16 @@ from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
 from .documents import TOP, Document, file_documents, kind_of, logical_path
+from .rows import SPEAKER_SEP, TABLES, Rows
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "4"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
+SCHEMA_VERSION = "5"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
 # speakers of the turns they cite; 4: each path stored once per document (``file`` and
-# ``logical`` computed), dates keyed by document without a rowid
+# ``logical`` computed), dates keyed by document without a rowid; 5: paths and headings
+# stored once (a number per document, see rows.py), ``docs`` a view
 # A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
 # rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
@@ -62,66 +63,16 @@ RACY_FINE_NS = 100_000_000
 # hand edit outside any transaction is seen within this long.
 FULL_CHECK_NS = 2_000_000_000
 OPTIMIZE_AFTER = 1000  # documents a build must hold to be merged into one FTS segment
+AUTOMERGE = 4  # FTS5's own default: small writes' segments are merged four at a time
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS files(
-    path TEXT PRIMARY KEY, kind TEXT NOT NULL, mtime_ns INTEGER NOT NULL,
-    ctime_ns INTEGER NOT NULL, size INTEGER NOT NULL, ino INTEGER NOT NULL, sha TEXT NOT NULL,
-    checked_ns INTEGER NOT NULL, unresolved INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS docs(
-    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, path TEXT NOT NULL,
-    legacy TEXT, line INTEGER NOT NULL, block_id TEXT, claim INTEGER NOT NULL,
-    text TEXT NOT NULL, headings TEXT NOT NULL, dates TEXT NOT NULL, sources TEXT NOT NULL,
-    source_id TEXT, version TEXT NOT NULL, speakers TEXT NOT NULL, speaker TEXT NOT NULL,
-    trusted INTEGER NOT NULL,
-    file TEXT GENERATED ALWAYS AS (path) VIRTUAL,
-    logical TEXT GENERATED ALWAYS AS (coalesce(legacy, path)) VIRTUAL);
-CREATE INDEX IF NOT EXISTS docs_path ON docs(path);
-CREATE INDEX IF NOT EXISTS docs_source ON docs(source_id) WHERE source_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo TEXT NOT NULL, hi TEXT NOT NULL,
-    PRIMARY KEY(doc, lo, hi)) WITHOUT ROWID;
+""" + TABLES + """
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     body, context, dates, cjk, content='', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS vectors(
     model TEXT NOT NULL, key TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(model, key));
 """
-
-SPEAKER_SEP = "\x1f"
-# the stored docs columns after id, in table order (``legacy``: the logical path when it is
-# not the path itself, see documents.logical_path; ``file`` is the path the document was read
-# from, which is its path)
-_ROW_COLUMNS = ("kind, path, legacy, line, block_id, claim, text, headings, dates, sources, "
-                "source_id, version, speakers, speaker, trusted")
-
-
-_JSON_ESCAPES = re.compile(r'[\x00-\x1f"\\]')
-
-
-def _json(values: list[str]) -> str:
-    """``json.dumps(values, ensure_ascii=False)`` of a list of strings, without the encoder
-    when no string needs an escape (headings, dates and source ids, for every document)."""
-    joined = '", "'.join(values)
-    if _JSON_ESCAPES.search(joined):
-        return json.dumps(values, ensure_ascii=False)
-    return f'["{joined}"]' if values else "[]"
-
-
-def _row(doc: Document) -> tuple:
-    speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
-        if doc.speakers else ""
-    logical = logical_path(doc.path)
-    return (doc.kind, doc.path, logical if logical != doc.path else None, doc.line,
-            doc.block_id, doc.claim,
-            doc.text, _json(doc.headings), _json(doc.dates), _json(doc.sources), doc.source_id, doc.version, speakers,
-            doc.speaker, int(doc.trusted))
-
-
-def _row_fields(row: tuple) -> tuple[str, str, str, str]:
-    """The FTS values of a stored docs row (``_ROW_COLUMNS`` order), as they were indexed."""
-    return Document(kind=row[0], path=row[1], line=row[3], text=row[6],
-                    headings=json.loads(row[7]), dates=json.loads(row[8]),
-                    speaker=row[13]).fields()
 
 
 class SearchIndexUnavailable(ConcurrentUpdate):
@@ -160,40 +111,6 @@ def _generation(runtime_dir: Path) -> int:
     """The install counter; 0 before the first install (topics that came without one, copied
     or hand-written, are seen by the periodic full check like any hand edit)."""
     return read_generation(runtime_dir) or 0
-
-
-class _Inserts:
-    """New documents of one write transaction, inserted together (``executemany`` per table
-    for the whole transaction, not per file: a build is one bulk insert)."""
-
-    _DOCS = f"INSERT INTO docs(id, {_ROW_COLUMNS}) VALUES ({','.join('?' * 16)})"
-    _FTS = "INSERT INTO fts(rowid, body, context, dates, cjk) VALUES (?,?,?,?,?)"
-    _DATES = "INSERT OR IGNORE INTO doc_dates VALUES (?,?,?)"
-    FLUSH_AT = 20_000  # documents held before they are written (memory stays bounded)
-
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
-        self.next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM docs").fetchone()[0]
-        self.first_id = self.next_id
-        self.rows: list[tuple] = []
-        self.fts: list[tuple] = []
-        self.dates: list[tuple] = []
-
-    def add(self, docs: list[Document], fields: list[tuple] | None = None) -> None:
-        for n, doc in enumerate(docs):
-            doc_id = self.next_id
-            self.next_id += 1
-            self.rows.append((doc_id, *_row(doc)))
-            self.fts.append((doc_id, *(fields[n] if fields else doc.fields())))
-            self.dates.extend((doc_id, lo, hi) for lo, hi in doc.ranges)
-        if len(self.rows) >= self.FLUSH_AT:
-            self.flush()
-
-    def flush(self) -> None:
-        self.conn.executemany(self._DOCS, self.rows)
-        self.conn.executemany(self._FTS, self.fts)
-        self.conn.executemany(self._DATES, self.dates)
-        self.rows, self.fts, self.dates = [], [], []
 
 
 class SearchIndex:
@@ -296,11 +213,12 @@ class SearchIndex:
 
     @staticmethod
     def _drop_all(conn: sqlite3.Connection) -> None:
-        names = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
-            "AND name NOT LIKE 'fts_%'")]
-        for name in names:
-            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        for kind in ("view", "table"):  # views first: they name tables
+            names = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type=? AND name NOT LIKE 'sqlite_%' "
+                "AND name NOT LIKE 'fts_%'", (kind,))]
+            for name in names:
+                conn.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
 
     def _file_id(self) -> tuple[int, int] | None:
         try:
@@ -475,8 +393,8 @@ class SearchIndex:
     def count(self, kind: str | None = None) -> int:
         conn = self.connection()
         if kind is None:
-            return conn.execute("SELECT count(*) FROM docs").fetchone()[0]
-        return conn.execute("SELECT count(*) FROM docs WHERE kind=?", (kind,)).fetchone()[0]
+            return conn.execute("SELECT count(*) FROM doc_rows").fetchone()[0]
+        return conn.execute("SELECT count(*) FROM doc_rows WHERE kind=?", (kind,)).fetchone()[0]
 
     def _indexed_kinds(self, conn: sqlite3.Connection) -> set[str]:
         row = conn.execute("SELECT value FROM meta WHERE key='kinds'").fetchone()
@@ -498,10 +416,13 @@ class SearchIndex:
         conn.execute("BEGIN IMMEDIATE")
         try:
             self._sync_rows(conn)  # another process may have indexed some of these already
-            inserts = _Inserts(conn)
+            rows = Rows(conn)
+            building = rows.first_id == 1
+            if building:  # no merges while it inserts: the build's segments are merged once
+                conn.execute("INSERT INTO fts(fts, rank) VALUES ('automerge', 0)")
             now = time.time_ns()
             for rel in gone:
-                self._forget(conn, rel)
+                self._forget(rows, rel)
             for rel in settled:
                 conn.execute("UPDATE files SET checked_ns=? WHERE path=?", (now, rel))
             for rel in todo:
@@ -509,7 +430,7 @@ class SearchIndex:
                     st = os.lstat(self.root / rel)
                     data = (self.root / rel).read_bytes()
                 except OSError:
-                    self._forget(conn, rel)
+                    self._forget(rows, rel)
                     continue
                 sha = _sha(data)
                 row = self._files.get(rel)
@@ -519,18 +440,30 @@ class SearchIndex:
                                  "checked_ns=? WHERE path=?", (*fp, now, rel))
                     continue
                 docs, unresolved = self._documents(rel, data, resolver)
-                self._replace_docs(conn, rel, docs, inserts, known=row is not None)
-                conn.execute("DELETE FROM files WHERE path=?", (rel,))
-                conn.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)",
-                             (rel, kind_of(rel), *fp, sha, now, unresolved))
+                values = (kind_of(rel), *fp, sha, now, unresolved)
+                if row is None:
+                    logical = logical_path(rel)
+                    file = int(conn.execute(
+                        "INSERT INTO files(path, legacy, kind, mtime_ns, ctime_ns, size, ino, "
+                        "sha, checked_ns, unresolved) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (rel, logical if logical != rel else None, *values)).lastrowid or 0)
+                else:
+                    conn.execute("UPDATE files SET kind=?, mtime_ns=?, ctime_ns=?, size=?, "
+                                 "ino=?, sha=?, checked_ns=?, unresolved=? WHERE path=?",
+                                 (*values, rel))
+                    file = int(conn.execute("SELECT id FROM files WHERE path=?",
+                                            (rel,)).fetchone()[0])
+                rows.replace(file, docs, known=row is not None)
                 reindexed += 1
-            inserts.flush()
-            built = inserts.first_id == 1 and inserts.next_id > OPTIMIZE_AFTER
+            rows.flush()
+            built = building and rows.next_id > OPTIMIZE_AFTER
             if built:
                 # A build: merge its segments into one. FTS5 puts it above the level small
                 # writes fill, so no later write rewrites it (left among them, the next
                 # merge of small segments copies the whole index inside some small write).
                 conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+            if building:  # later writes merge their small segments as FTS5 does by default
+                conn.execute(f"INSERT INTO fts(fts, rank) VALUES ('automerge', {AUTOMERGE})")
             conn.execute("COMMIT")
             if built:
                 self._compact(conn)
@@ -566,52 +499,11 @@ class SearchIndex:
         return file_documents(rel, data, resolver.resolve, resolver.trusted, resolver.speakers)
 
     @staticmethod
-    def _old_docs(conn: sqlite3.Connection, rel: str) -> dict[int, tuple]:
-        """id -> the stored row (without id and file) of each document of ``rel``."""
-        return {r[0]: tuple(r[1:]) for r in conn.execute(
-            f"SELECT id, {_ROW_COLUMNS} FROM docs WHERE path=?", (rel,))}
-
-    @staticmethod
-    def _delete_docs(conn: sqlite3.Connection, old: dict[int, tuple]) -> None:
-        """Remove documents from docs, doc_dates and the contentless FTS table (which is
-        told the indexed values again, recomputed from the stored row)."""
-        for doc_id, row in old.items():
-            conn.execute("INSERT INTO fts(fts, rowid, body, context, dates, cjk) "
-                         "VALUES ('delete', ?, ?, ?, ?, ?)", (doc_id, *_row_fields(row)))
-            conn.execute("DELETE FROM doc_dates WHERE doc=?", (doc_id,))
-            conn.execute("DELETE FROM docs WHERE id=?", (doc_id,))
-
-    @classmethod
-    def _forget(cls, conn: sqlite3.Connection, rel: str) -> None:
-        cls._delete_docs(conn, cls._old_docs(conn, rel))
-        conn.execute("DELETE FROM files WHERE path=?", (rel,))
-
-    @classmethod
-    def _replace_docs(cls, conn: sqlite3.Connection, rel: str, docs: list[Document],
-                      inserts: "_Inserts", *, known: bool) -> None:
-        """Make ``rel``'s documents ``docs``, touching only those that changed: a document
-        whose indexed text is unchanged keeps its FTS entry (a write that adds a paragraph
-        to a long topic adds that paragraph's entries, not the whole file's again)."""
-        old = cls._old_docs(conn, rel) if known else {}
-        by_fields: dict[tuple, list[int]] = {}
-        for doc_id, row in old.items():
-            by_fields.setdefault(_row_fields(row), []).append(doc_id)
-        if not old:  # a new file (every file of a build): nothing to compare with
-            inserts.add(docs)
-            return
-        for doc in docs:
-            fields = doc.fields()
-            same = by_fields.get(fields)
-            if not same:
-                inserts.add([doc], [fields])
-                continue
-            doc_id = same.pop(0)
-            values = _row(doc)
-            if old.pop(doc_id) != values:
-                conn.execute(f"UPDATE docs SET ({_ROW_COLUMNS}) = "
-                             f"({','.join('?' * len(values))}) WHERE id=?", (*values, doc_id))
-        cls._delete_docs(conn, old)
-
+    def _forget(rows: Rows, rel: str) -> None:
+        found = rows.conn.execute("SELECT id FROM files WHERE path=?", (rel,)).fetchone()
+        if found is not None:
+            rows.delete(rows.old(found[0]))
+            rows.conn.execute("DELETE FROM files WHERE id=?", (found[0],))
 
     # -- reading --------------------------------------------------------------------------
 

@@ -1,0 +1,183 @@
+"""How the SQLite index stores its documents: one small row each, what rows share stored once.
+
+A document's row (``doc_rows``) holds what a hit shows and what filters test; its file's path
+and its headings, which every claim of a file (of a section) repeats, are a number into
+``files`` and into ``heading_sets``. The ``docs`` view joins them back, so readers see one
+row per document with ``path``, ``headings``, ``file`` and ``logical`` as before. A write
+that adds a claim then adds the claim's text, its terms and a few numbers, not its path and
+headings again (the index grows with the text written, issue 12).
+
+The FTS table is contentless: a document's indexed values are recomputed from its row to
+delete it (:func:`row_fields`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from typing import Any
+
+from .documents import Document, logical_path
+
+SPEAKER_SEP = "\x1f"
+Values = tuple[Any, ...]  # one row of SQL values
+
+# What readers see of a document: the ``docs`` view's columns after id, in order (``legacy``:
+# the logical path when it is not the path itself, see documents.logical_path; ``file`` and
+# ``logical`` follow these). Equal tuples mean equal stored documents.
+ROW_COLUMNS = ("kind, path, legacy, line, block_id, claim, text, headings, dates, sources, "
+               "source_id, version, speakers, speaker, trusted")
+# What doc_rows stores of them after id (``file`` and ``head`` stand for path and headings).
+_STORED = ("kind, file, line, block_id, claim, text, head, dates, sources, source_id, version, "
+           "speakers, speaker, trusted")
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS files(
+    id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, legacy TEXT, kind TEXT NOT NULL,
+    mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
+    ino INTEGER NOT NULL, sha TEXT NOT NULL, checked_ns INTEGER NOT NULL,
+    unresolved INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS heading_sets(id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS doc_rows(
+    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, file INTEGER NOT NULL, line INTEGER NOT NULL,
+    block_id TEXT, claim INTEGER NOT NULL, text TEXT NOT NULL, head INTEGER NOT NULL,
+    dates TEXT NOT NULL, sources TEXT NOT NULL, source_id TEXT, version TEXT NOT NULL,
+    speakers TEXT NOT NULL, speaker TEXT NOT NULL, trusted INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS doc_rows_file ON doc_rows(file);
+CREATE INDEX IF NOT EXISTS doc_rows_source ON doc_rows(source_id) WHERE source_id IS NOT NULL;
+CREATE VIEW IF NOT EXISTS docs AS SELECT
+    r.id AS id, r.kind AS kind, f.path AS path, f.legacy AS legacy, r.line AS line,
+    r.block_id AS block_id, r.claim AS claim, r.text AS text, h.json AS headings,
+    r.dates AS dates, r.sources AS sources, r.source_id AS source_id, r.version AS version,
+    r.speakers AS speakers, r.speaker AS speaker, r.trusted AS trusted, f.path AS file,
+    coalesce(f.legacy, f.path) AS logical
+    FROM doc_rows r JOIN files f ON f.id = r.file JOIN heading_sets h ON h.id = r.head;
+CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo TEXT NOT NULL, hi TEXT NOT NULL,
+    PRIMARY KEY(doc, lo, hi)) WITHOUT ROWID;
+"""
+
+_JSON_ESCAPES = re.compile(r'[\x00-\x1f"\\]')
+
+
+def _json(values: list[str]) -> str:
+    """``json.dumps(values, ensure_ascii=False)`` of a list of strings, without the encoder
+    when no string needs an escape (headings, dates and source ids, for every document)."""
+    joined = '", "'.join(values)
+    if _JSON_ESCAPES.search(joined):
+        return json.dumps(values, ensure_ascii=False)
+    return f'["{joined}"]' if values else "[]"
+
+
+def row(doc: Document) -> Values:
+    """``doc`` as the ``docs`` view shows it (``ROW_COLUMNS`` order)."""
+    speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
+        if doc.speakers else ""
+    logical = logical_path(doc.path)
+    return (doc.kind, doc.path, logical if logical != doc.path else None, doc.line,
+            doc.block_id, doc.claim, doc.text, _json(doc.headings), _json(doc.dates),
+            _json(doc.sources), doc.source_id, doc.version, speakers, doc.speaker,
+            int(doc.trusted))
+
+
+def row_fields(values: Values) -> tuple[str, str, str, str]:
+    """The FTS values of a ``docs`` row (``ROW_COLUMNS`` order), as they were indexed."""
+    return Document(kind=values[0], path=values[1], line=values[3], text=values[6],
+                    headings=json.loads(values[7]), dates=json.loads(values[8]),
+                    speaker=values[13]).fields()
+
+
+class Rows:
+    """The document rows of one write transaction: new documents are held and inserted
+    together (``executemany`` per table for the whole transaction, not per file: a build is
+    one bulk insert); changed and removed ones are written at once."""
+
+    _DOCS = f"INSERT INTO doc_rows(id, {_STORED}) VALUES ({','.join('?' * 15)})"
+    _FTS = "INSERT INTO fts(rowid, body, context, dates, cjk) VALUES (?,?,?,?,?)"
+    _DATES = "INSERT OR IGNORE INTO doc_dates VALUES (?,?,?)"
+    FLUSH_AT = 20_000  # documents held before they are written (memory stays bounded)
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.next_id = conn.execute(
+            "SELECT coalesce(max(id), 0) + 1 FROM doc_rows").fetchone()[0]
+        self.first_id = self.next_id
+        self.rows: list[Values] = []
+        self.fts: list[Values] = []
+        self.dates: list[Values] = []
+        self._heads: dict[str, int] = {}
+
+    def _head(self, headings: str) -> int:
+        """The number of a headings list (JSON), stored the first time it is seen."""
+        number = self._heads.get(headings)
+        if number is None:
+            found = self.conn.execute("SELECT id FROM heading_sets WHERE json=?",
+                                      (headings,)).fetchone()
+            number = int(found[0]) if found else int(self.conn.execute(
+                "INSERT INTO heading_sets(json) VALUES (?)", (headings,)).lastrowid or 0)
+            self._heads[headings] = number
+        return number
+
+    def _stored(self, file: int, values: Values) -> Values:
+        """A ``docs`` row (``ROW_COLUMNS``) as doc_rows stores it (``_STORED``)."""
+        return (values[0], file, *values[3:7], self._head(values[7]), *values[8:])
+
+    def add(self, file: int, docs: list[Document],
+            fields: list[Values] | None = None) -> None:
+        """Insert ``docs`` of the file numbered ``file`` (``fields``: their FTS values, when
+        the caller has them already)."""
+        for n, doc in enumerate(docs):
+            doc_id = self.next_id
+            self.next_id += 1
+            self.rows.append((doc_id, *self._stored(file, row(doc))))
+            self.fts.append((doc_id, *(fields[n] if fields else doc.fields())))
+            self.dates.extend((doc_id, lo, hi) for lo, hi in doc.ranges)
+        if len(self.rows) >= self.FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        self.conn.executemany(self._DOCS, self.rows)
+        self.conn.executemany(self._FTS, self.fts)
+        self.conn.executemany(self._DATES, self.dates)
+        self.rows, self.fts, self.dates = [], [], []
+
+    def old(self, file: int) -> dict[int, Values]:
+        """id -> the ``docs`` row (``ROW_COLUMNS``) of each document of the file ``file``."""
+        return {r[0]: tuple(r[1:]) for r in self.conn.execute(
+            f"SELECT id, {ROW_COLUMNS} FROM docs WHERE id IN "
+            "(SELECT id FROM doc_rows WHERE file=?)", (file,))}
+
+    def delete(self, old: dict[int, Values]) -> None:
+        """Remove documents from doc_rows, doc_dates and the contentless FTS table (which is
+        told the indexed values again, recomputed from the row)."""
+        for doc_id, values in old.items():
+            self.conn.execute("INSERT INTO fts(fts, rowid, body, context, dates, cjk) "
+                              "VALUES ('delete', ?, ?, ?, ?, ?)", (doc_id, *row_fields(values)))
+            self.conn.execute("DELETE FROM doc_dates WHERE doc=?", (doc_id,))
+            self.conn.execute("DELETE FROM doc_rows WHERE id=?", (doc_id,))
+
+    def replace(self, file: int, docs: list[Document], *, known: bool) -> None:
+        """Make the documents of the file numbered ``file`` ``docs``, touching only those
+        that changed: a document whose indexed text is unchanged keeps its FTS entry (a write
+        that adds a paragraph to a long topic adds that paragraph's entries, not the whole
+        file's again)."""
+        old = self.old(file) if known else {}
+        if not old:  # a new file (every file of a build): nothing to compare with
+            self.add(file, docs)
+            return
+        by_fields: dict[Values, list[int]] = {}
+        for doc_id, values in old.items():
+            by_fields.setdefault(row_fields(values), []).append(doc_id)
+        for doc in docs:
+            fields = doc.fields()
+            same = by_fields.get(fields)
+            if not same:
+                self.add(file, [doc], [fields])
+                continue
+            doc_id = same.pop(0)
+            values = row(doc)
+            if old.pop(doc_id) != values:
+                self.conn.execute(f"UPDATE doc_rows SET ({_STORED}) = "
+                                  f"({','.join('?' * 14)}) WHERE id=?",
+                                  (*self._stored(file, values), doc_id))
+        self.delete(old)
