@@ -16,8 +16,13 @@ The baseline is commit SEARCH_BASELINE (main before this search work), extracted
 faster) and ours / baseline for sizes. "Re-parse per query" is what the reference system did
 (read + parse every topic, BM25 in Python), timed on a few queries.
 
+The top 5 hits of every query (every field), asked after the build, must be the same
+on both sides when the baseline ranks as we do: the last column says on how many queries they
+are.
+
 Usage:
-    python benchmarks/bench_search.py [--sizes 0.5,9.8,50] [--queries 20] [--writes 8]
+    python benchmarks/bench_search.py [--sizes 0.5,9.8,50] [--queries 20] [--writes 24]
+        [--baseline-rev REV] [--quick]
 """
 
 from __future__ import annotations
@@ -198,7 +203,7 @@ cpu0 = time.process_time()
 build = ms(rebuild, ws, False)
 build_cpu = (time.process_time() - cpu0) * 1000  # what the build costs, whatever the load
 built, held, text = index_bytes(), index_bytes(stored=True), topic_bytes()
-search(ws, queries[0])
+top5 = [[h.to_dict() for h in search(ws, q, top_k=5)] for q in queries]
 warm = sorted(ms(search, ws, q) for q in queries for _ in range(2))
 topic_files = sorted(p.relative_to(root).as_posix() for p in (root / "topics").rglob("*.md"))
 sid = "openprogram/s-0/n0"
@@ -222,7 +227,7 @@ print(json.dumps({"build": build, "build_cpu": build_cpu, "warm50": statistics.m
                   "warm95": warm[min(len(warm) - 1, int(0.95 * len(warm)))],
                   "after": statistics.median(after), "write_s": statistics.median(write_s),
                   "index_bytes": built, "topic_bytes": text,
-                  "growth": grown / added if added else float("nan"),
+                  "growth": grown / added if added else float("nan"), "top5": top5,
                   "file_growth": grown_file / added if added else float("nan")}))
 """
 
@@ -250,16 +255,21 @@ def main() -> None:
     ap.add_argument("--baseline-writes", type=int, default=24)
     ap.add_argument("--reparse-queries", type=int, default=1,
                     help="queries timed for the re-parse-per-query baseline (0: skip)")
+    ap.add_argument("--baseline-rev", default=SEARCH_BASELINE,
+                    help=f"the commit the baseline runs (default {SEARCH_BASELINE})")
+    ap.add_argument("--quick", action="store_true",
+                    help="0.5 and 9.8 MB, 10 queries, 8 writes, no re-parse timing")
     args = ap.parse_args()
-    print(f"python {sys.version.split()[0]}; baseline = commit {SEARCH_BASELINE} (main before "
-          f"this work); times: ours / baseline (baseline ÷ ours); load average (1, 5, 15 min) "
+    if args.quick:
+        args.sizes, args.queries, args.reparse_queries = "0.5,9.8", 10, 0
+        args.writes = args.baseline_writes = 8
+    print(f"python {sys.version.split()[0]}; baseline = commit {args.baseline_rev}; times: ours / baseline (baseline ÷ ours); load average (1, 5, 15 min) "
           f"per row\n")
     print("| topics | index build (CPU) | warm query p50 | warm query p95 | first query after a write "
           "(its write) | after-write ÷ warm p50 (ours) | index / topics at build: ours / "
           "baseline | index growth ÷ text written, bytes stored (file): ours / baseline | "
-          "re-parse per query | "
-          "load |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "re-parse per query | load | top 5 the same |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for mb in (float(x) for x in args.sizes.split(",")):
         root = cached_workspace(mb)
         rnd = random.Random(11)
@@ -267,7 +277,7 @@ def main() -> None:
         qs = [" ".join(rnd.sample(vocab[20:1500], rnd.randint(1, 3))) for _ in range(args.queries)]
         at_start = load()
         ours = run(ours_src(), mb, qs, args.writes)
-        base = run(baseline_src(SEARCH_BASELINE), mb, qs, args.baseline_writes)
+        base = run(baseline_src(args.baseline_rev), mb, qs, args.baseline_writes)
         reparse = statistics.median(
             [timed(baseline_search, root, q) for q in qs[:args.reparse_queries]]) \
             if args.reparse_queries else float("nan")
@@ -285,7 +295,8 @@ def main() -> None:
               f"{b['index_bytes'] / b['topic_bytes']:.2f} "
               f"| {o['growth']:.2f} / {b['growth']:.2f} (file {o['file_growth']:.1f} / "
               f"{b['file_growth']:.1f}) "
-              f"| {reparse:.0f} ms | {at_start} → {load()} |", flush=True)
+              f"| {reparse:.0f} ms | {at_start} → {load()} "
+              f"| {sum(a == b for a, b in zip(o['top5'], b['top5']))} of {len(qs)} |", flush=True)
 
 
 def timed(fn, *args, **kw) -> float:
