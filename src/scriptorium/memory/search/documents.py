@@ -157,23 +157,27 @@ def claim_documents(doc: TopicDoc, resolve: Resolve,
     out: list[Document] = []
     unresolved = 0
     resolved_cache: dict[str, list[str]] = {}
+    evidence_of = doc.evidence
     for block in doc.blocks:
         if not block.id and not block.legacy:
             continue
+        headings = block.headings
         for n, claim in enumerate(block.claims):
             if not claim.text:
                 continue
             dates: list[str] = []
             sources: list[str] = []
             dangling = False
-            for fid in dict.fromkeys(claim.citations):
-                evidence = doc.evidence.get(fid)
+            citations = claim.citations
+            for fid in (citations if len(citations) == 1 else dict.fromkeys(citations)):
+                evidence = evidence_of.get(fid)
                 if evidence is None:
                     dangling = True
                     continue
                 if evidence.when not in dates:
                     dates.append(evidence.when)
-                if fid not in resolved_cache:
+                ids = resolved_cache.get(fid)
+                if ids is None:
                     ids = []
                     for link in evidence.sources:
                         sid = resolve(doc.path, link.target)
@@ -182,21 +186,29 @@ def claim_documents(doc: TopicDoc, resolve: Resolve,
                         elif sid not in ids:
                             ids.append(sid)
                     resolved_cache[fid] = ids
-                    if len(ids) < len(evidence.sources):
-                        dangling = True
-                elif len(resolved_cache[fid]) < len(evidence.sources):
+                if len(ids) < len(evidence.sources):
                     dangling = True
-                for sid in resolved_cache[fid]:
+                for sid in ids:
                     if sid not in sources:
                         sources.append(sid)
-            ranges = [r for r in (when_range(w) for w in dates) if r is not None]
-            is_trusted = not dangling and bool(sources) and all(
-                trusted(sid) is True for sid in sources)
-            keys = list(dict.fromkeys(k for sid in sources for k in speakers(sid)))
+            ranges = []
+            for when in dates:
+                covered = when_range(when)
+                if covered is not None:
+                    ranges.append(covered)
+            is_trusted = not dangling and bool(sources)
+            keys: list[str] = []
+            for sid in sources:
+                is_trusted = is_trusted and trusted(sid) is True
+                for key in speakers(sid):
+                    if key not in keys:
+                        keys.append(key)
+            if len(dates) > 1:
+                dates.sort()
             out.append(Document(
                 kind="claim", path=doc.path, line=block.line, text=claim.text,
-                block_id=block.id or None, claim=n, headings=list(block.headings),
-                dates=sorted(dates), ranges=ranges, sources=sources, trusted=is_trusted,
+                block_id=block.id or None, claim=n, headings=list(headings),
+                dates=dates, ranges=ranges, sources=sources, trusted=is_trusted,
                 speakers=keys))
     return out, unresolved
 

@@ -32,7 +32,7 @@ class Resolver:
         # small tuples are kept (not the frames and their text: a build reads every file)
         self._files: dict[str, dict[str, tuple[str, _Facts]]] = {}
         self._facts: dict[str, _Facts] = {}  # source id -> (trusted, speaker keys)
-        self._links: dict[tuple[str, str], str | None] = {}  # (topic folder, link) -> file
+        self._links: dict[tuple[str, str], str | None] = {}  # (topic, link) -> v2 file
 
     @staticmethod
     def _facts_of(frame: Any) -> "_Facts":
@@ -50,9 +50,9 @@ class Resolver:
     def _v2_file(self, topic_path: str, link: str) -> str | None:
         """The v2 archive file ``link`` names from ``topic_path``'s folder, or None (cached:
         a topic's footnotes name the same few files)."""
-        key = (posixpath.dirname(topic_path), link)
+        key = (topic_path, link)
         if key not in self._links:
-            rel = posixpath.normpath(posixpath.join(key[0], link))
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
             parts = rel.split("/")
             self._links[key] = rel if len(parts) == 4 and parts[0] == "sources" \
                 and parts[2] == "_v2" else None

@@ -63,10 +63,9 @@ _JSON_ESCAPES = re.compile(r'[\x00-\x1f"\\]')
 def _json(values: list[str]) -> str:
     """``json.dumps(values, ensure_ascii=False)`` of a list of strings, without the encoder
     when no string needs an escape (headings, dates and source ids, for every document)."""
-    joined = '", "'.join(values)
-    if _JSON_ESCAPES.search(joined):
+    if _JSON_ESCAPES.search("".join(values)):
         return json.dumps(values, ensure_ascii=False)
-    return f'["{joined}"]' if values else "[]"
+    return '["' + '", "'.join(values) + '"]' if values else "[]"
 
 
 def row(doc: Document) -> Values:
