@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 
 from scriptorium.memory.topics import (
-    _CITATION_RE, _DEF_RE, _DEF_START_RE, _HEADING_RE, _LEGACY_DEF_RE,
-    _LINK_RE, _SOURCE_RE, _SOURCE_SEP_RE, BARE_HANDLE_LABEL,
-    BLOCK_ID_RE, FOOTNOTE_ID_RE, Block, Claim, Evidence, Heading, Item, Raw, SourceLink, TopicDoc, _Parser,
-    _bare_handles, _link_target, valid_when,
+    _CITATION_RE, _DEF_RE, _DEF_START_RE, _HEADING_RE, _LEGACY_DEF_RE, _LINK_RE, _SOURCE_RE,
+    _SOURCE_SEP_RE, BARE_HANDLE_LABEL, BLOCK_ID_RE, FOOTNOTE_ID_RE, Block, Claim, Evidence,
+    Heading, Item, Raw, SourceLink, TopicDoc, _Parser, _bare_handles, _link_target,
+    valid_when,
 )
 
 _WS_BEFORE_CITATION_RE = re.compile(r"\s+(?=\[\^)")

@@ -12,9 +12,11 @@ the write's install hook does it, so the query after a write costs what a warm o
 Deleting the file loses nothing: the next query rebuilds it from the topics (and the archive,
 when sources are searched).
 
-A build (or any re-index) is one write transaction: documents are inserted in bulk, the
-archive file a footnote points into is parsed once and only what claims need of each turn is
-kept, and a build's FTS5 segments are merged into one that later small writes never rewrite.
+A build (or any re-index) is one write transaction: documents are inserted in bulk (FTS5's
+automatic merges off while a build inserts), the archive file a footnote points into is parsed
+once and only what claims need of each turn is kept, and a build's FTS5 segments are merged
+into one that later small writes never rewrite. How a document is stored (a small row; its
+file's path and its headings shared) is ``rows.py``.
 Queries map the file (``mmap_size``) and rank the best raw BM25 matches (see ``query.py``).
 
 File timestamps have coarse granularity (a kernel tick), so a file rewritten in place within
@@ -43,7 +45,7 @@ from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
 from .documents import TOP, Document, file_documents, kind_of, logical_path
-from .rows import SPEAKER_SEP, TABLES, Rows
+from .rows import SPEAKER_SEP, TABLES, Rows  # SPEAKER_SEP: query.py reads it from here
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)
