@@ -45,7 +45,8 @@ from ..catalog import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
 from .documents import TOP, Document, file_documents, kind_of, logical_path
-from .rows import SPEAKER_SEP, TABLES, Rows  # SPEAKER_SEP: query.py reads it from here
+from .rows import SPEAKER_SEP as SPEAKER_SEP  # query.py reads it from here
+from .rows import TABLES, Rows
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)
