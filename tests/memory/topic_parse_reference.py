@@ -1,33 +1,19 @@
-"""The topic parser as it was before its speed-up (commit 009abc4): parse, block, definition,
-sources and their line helpers, copied verbatim so a property can check the current parser gives
-the same ``TopicDoc`` for any input. Test-only; never imported by the library."""
+"""The topic parser as it was before its speed-up (commit 009abc4): the methods and helpers the
+speed-up changed (parse, block, definition, splitting ids), copied verbatim so a property can
+check the current parser gives the same ``TopicDoc`` for any input; the rest (sources, finish,
+line classification) is the current parser's, unchanged. Test-only."""
 
 from __future__ import annotations
 
 import re
 
 from scriptorium.memory.topics import (
-    _CITATION_RE, _DEF_RE, _DEF_START_RE, _HEADING_RE, _LEGACY_DEF_RE, _LINK_RE, _SOURCE_RE,
-    _SOURCE_SEP_RE, BARE_HANDLE_LABEL, BLOCK_ID_RE, FOOTNOTE_ID_RE, Block, Claim, Evidence,
-    Heading, Item, Raw, SourceLink, TopicDoc, _Parser, _bare_handles, _link_target,
-    valid_when,
+    _CITATION_RE, _DEF_RE, _DEF_START_RE, _HEADING_RE, _LEGACY_DEF_RE, _LINK_RE, BLOCK_ID_RE,
+    FOOTNOTE_ID_RE, Block, Claim, Evidence, Heading, Item, Raw, TopicDoc, _classify, _Parser,
+    _link_target, valid_when,
 )
 
 _WS_BEFORE_CITATION_RE = re.compile(r"\s+(?=\[\^)")
-
-
-def _classify(stripped: str) -> str:
-    if not stripped:
-        return "blank"
-    if stripped.startswith("```") or stripped.startswith("~~~"):
-        return "fence"
-    if stripped.startswith("#") and _HEADING_RE.fullmatch(stripped):
-        return "heading"
-    if stripped.startswith("[^") and _DEF_START_RE.match(stripped):
-        return "def"
-    if stripped.startswith("<!--") or stripped.startswith("<a "):
-        return "comment"
-    return "text"
 
 
 def _split_ids(body: str) -> tuple[str, list[str]]:
@@ -50,9 +36,9 @@ def _collapse(text: str) -> str:
     return " ".join(text.split())
 
 
-
 class ReferenceParser(_Parser):
-    """The parser of commit 009abc4 (``finish`` and ``problem`` are shared)."""
+    """The parser of commit 009abc4 (``sources``, ``finish`` and ``problem``: the current
+    parser's, which the speed-up did not change)."""
 
     def definition(self, stripped: str, line: int) -> Evidence | None:
         m = _DEF_RE.fullmatch(stripped) or _LEGACY_DEF_RE.fullmatch(stripped)
@@ -75,35 +61,6 @@ class ReferenceParser(_Parser):
             self.problem(line, f"invalid time {when!r} in [^{fid}] (expected YYYY, YYYY-MM, "
                                "YYYY-MM-DD naming a real date, or undated)")
         return Evidence(fid=fid, when=when, sources=sources, line=line)
-
-    def sources(self, text: str, line: int) -> list[SourceLink] | None:
-        out: list[SourceLink] = []
-        pos = 0
-        text = text.rstrip()
-        bare = _bare_handles(text)
-        if bare is not None:
-            # A model's shorthand the reference's normaliser turns into links: strict parsing
-            # names it, the normaliser (lenient) renders each handle as a labelled link.
-            self.problem(line, f"Sources lists a bare handle {bare[0]!r} (expected "
-                               f"'[label]({bare[0]})'; the normaliser links it)")
-            return [SourceLink(BARE_HANDLE_LABEL, handle) for handle in bare]
-        while True:
-            m = _SOURCE_RE.match(text, pos)
-            if not m:
-                self.problem(line, "malformed Sources list (expected "
-                                   "'[label](target)' separated by ', ')")
-                return None
-            label, target = m.group(1).strip(), m.group(2).strip()
-            if not label:
-                self.problem(line, "empty source label")
-            if not target:
-                self.problem(line, f"empty source target for [{label}]")
-            out.append(SourceLink(label, target))
-            pos = m.end()
-            if pos >= len(text):
-                return out
-            sep = _SOURCE_SEP_RE.match(text, pos)
-            pos = sep.end() if sep else pos
 
     def block(self, lines: list[str], line: int, headings: list[str]) -> Block:
         body = "\n".join(part.strip() for part in lines)
