@@ -5,9 +5,15 @@
    citing archived turns, as in bench_search.py), at 16k- and 2k-token batches. Each run is a
    fresh process on a fresh copy of the workspace; the first write of the process (which
    builds the topic catalog once: its cost is reported as "cold") is a separate 2-turn
-   session, then the measured session is written.
+   session, then (after a garbage collection, so the cold write's garbage is not charged to
+   the measured one) the measured session is written. ``--baseline-batches`` large enough
+   (e.g. 100) makes the baseline write the same turns as ours, for a like-for-like ratio.
 2. Disk growth per write: how much the search index and the git history grew, as a ratio to
    the topic text the write added.
+
+Under load, wall-clock rates are noisy: each row also gives the CPU time per written turn
+(the writing process plus the git processes it ran), which the load inflates far less; the
+size ratios are given for both.
 
 The baseline is the code of ``--baseline-rev`` (default BASELINE_COMMIT, before issue 12's
 work), extracted with ``git archive`` into benchmarks/out/ and run in its own process, so both
@@ -88,12 +94,21 @@ session("s", turns, "Offsite planning")
 t0 = time.perf_counter()
 assert mem.write_session("warm").failure is None
 cold = time.perf_counter() - t0
+# The cold write's one-off work (a catalog of all of memory) leaves a full garbage collection
+# due; it belongs to that write, not to the measured one (both sides get the same treatment).
+import gc; gc.collect()
+
+def cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # git
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
 topics0, git0, idx0 = size(mem.workspace.topics_dir), size(mem.workspace.root / ".git"), index_size()
-t0, marking[0] = time.perf_counter(), 0.0
+t0, c0, marking[0] = time.perf_counter(), cpu(), 0.0
 result = mem.write_session("s")
-elapsed = time.perf_counter() - t0
+elapsed, spent = time.perf_counter() - t0, cpu() - c0
 assert result.failure is None and len(result.marked) == turns, result.failure
-print(json.dumps({"rate": turns / elapsed, "batches": len(result.steps), "cold": cold,
+print(json.dumps({"rate": turns / elapsed, "cpu_ms": spent * 1000 / turns, "batches": len(result.steps), "cold": cold,
                   "mark_per_turn": marking[0] / turns,
                   "topics_added": size(mem.workspace.topics_dir) - topics0,
                   "git_added": size(mem.workspace.root / ".git") - git0,
@@ -141,9 +156,9 @@ def main() -> None:
           f"commit {args.baseline_rev}\n")
     print(f"{args.rounds} run(s) per side and row, the median shown\n")
     print("| topics | batch | ours turns/s | baseline turns/s | ours / baseline | mark ms/turn "
-          "ours / baseline | ours cold first write | index growth / text | git growth / text "
-          "| load |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "ours / baseline | CPU ms/turn ours / baseline | ours cold first write "
+          "| index growth / text | git growth / text | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for mb in (float(x) for x in args.sizes.split(",")):
         for batch in batches:
@@ -161,17 +176,21 @@ def main() -> None:
                   end="")
             print(f"| {ours['mark_per_turn'] * 1000:.2f} / "
                   + (f"{base['mark_per_turn'] * 1000:.2f} " if base else "– "), end="")
+            print(f"| {ours['cpu_ms']:.2f} / "
+                  + (f"{base['cpu_ms']:.2f} " if base else "– "), end="")
             print(f"| {ours['cold'] * 1000:.0f} ms | {ours['index_added'] / text:.2f} "
                   f"| {ours['git_added'] / text:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
     print(f"\nload average at end {load()}")
     sizes = sorted({mb for mb, *_ in rows})
     for side, pick in (("ours", 2), ("baseline", 3)):
-        by = {(mb, b): r[pick]["rate"] for r in rows for mb, b in [r[:2]] if r[pick]}
+        by = {(mb, b): r[pick] for r in rows for mb, b in [r[:2]] if r[pick]}
         for batch in batches:
-            rates = [by[(mb, batch)] for mb in sizes if (mb, batch) in by]
-            if len(rates) > 1:
+            cells = [by[(mb, batch)] for mb in sizes if (mb, batch) in by]
+            if len(cells) > 1:
                 print(f"{side}, {batch // 1000}k batches: throughput at {sizes[0]:g} MB / at "
-                      f"{sizes[-1]:g} MB = {rates[0] / rates[-1]:.2f}×")
+                      f"{sizes[-1]:g} MB = {cells[0]['rate'] / cells[-1]['rate']:.2f}×; CPU "
+                      f"per turn at {sizes[-1]:g} MB / at {sizes[0]:g} MB = "
+                      f"{cells[-1]['cpu_ms'] / cells[0]['cpu_ms']:.2f}×")
 
 
 if __name__ == "__main__":

@@ -134,17 +134,31 @@ def test_an_install_commits_by_name_the_files_it_changed_and_the_evidence_it_arc
     assert git_status(ws) == ""
 
 
-def test_a_hand_edit_joins_the_history_at_the_next_full_stage(ws, monkeypatch):
+def test_a_hand_edit_joins_the_history_by_name_at_the_next_commit(ws, monkeypatch):
+    hand_edit(ws, "topics/t7.md")  # outside any transaction: the next begin's refresh sees it
+    (ws.root / "topics/t6.md").unlink()
+    calls = git_calls(monkeypatch)
+    with ws.begin(allowed_sources=[ws.ids[4]]) as tx:
+        add_paragraph(tx, "topics/t4.md", ws.ids[4])
+        tx.commit("write")
+    staged = [c for c in calls if "update-index" in c or "add" in c]
+    assert len(staged) == 1 and "update-index" in staged[0]  # by name, no add -A
+    assert sorted(staged[0][staged[0].index("--") + 1:]) == [
+        "topics/t4.md", "topics/t6.md", "topics/t7.md"]
+    assert git_status(ws) == ""
+
+
+def test_what_no_commit_named_joins_the_history_at_the_next_full_stage(ws, monkeypatch):
     from scriptorium.memory import directory as directory_mod
 
     monkeypatch.setattr(directory_mod, "PACK_EVERY", 3)
-    hand_edit(ws, "topics/t7.md")  # outside any transaction
+    (ws.root / "topics/notes.txt").write_text("not a topic: the catalog does not track it\n")
     for n, i in enumerate((4, 5, 6)):
         with ws.begin(allowed_sources=[ws.ids[i]]) as tx:
             add_paragraph(tx, f"topics/t{i}.md", ws.ids[i])
             tx.commit(f"write {n}")
         if n == 0:
-            assert "t7.md" in git_status(ws)  # named files only: the hand edit waits
+            assert "notes.txt" in git_status(ws)  # named files only: it waits
     assert git_status(ws) == ""  # the packing commit staged everything
     assert ws.git.log()[0]["message"] == "write 2"
 

@@ -16,6 +16,12 @@ parsed, so the next batch re-reads nothing.
 The summaries are saved in the runtime dir (``topic-catalog.json``) after a cold build and
 when the process exits, so a new process checks fingerprints instead of parsing everything.
 
+It also answers, without touching the files: which topic is on a subject (by file name or
+title, :meth:`TopicCatalog.named`: the embedded writer's "extend, don't duplicate"), and
+which files changed since a given moment (:meth:`TopicCatalog.changed_since`: a parked stage
+copies only those). One refresh is enough per hold of the write lock (``refresh(hold=…)``):
+the write step asks twice (already cited? then begin) within one hold.
+
 Footnotes whose target the archive could not resolve are resolved again when the archive's
 directories change (evidence archived later), as the search index does.
 """
@@ -27,6 +33,8 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
+import re
 import stat
 import threading
 import time
@@ -34,7 +42,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, KeysView, Protocol
 
 from ..errors import ScriptoriumError
 from ..fsutil import atomic_write_text
@@ -59,7 +67,8 @@ RACY_FINE_NS = 100_000_000
 
 Fingerprint = tuple[int, int, int, int]
 SAVED_FILE = "topic-catalog.json"
-SAVED_VERSION = 1
+SAVED_VERSION = 2
+LOG_LIMIT = 100_000  # changes remembered for changed_since
 SAVE_AFTER = 64  # summaries learnt before the catalog is saved again (and at exit)
 
 log = logging.getLogger(__name__)
@@ -79,6 +88,19 @@ def is_racy(fp: Fingerprint, checked_ns: int) -> bool:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def slug(text: str) -> str:
+    """A subject as a file-name stem: lower case, runs of non-word characters as ``-``."""
+    out = re.sub(r"[^\w]+", "-", text.lower(), flags=re.UNICODE).strip("-_")
+    return out[:60].strip("-_")
+
+
+def title_of(data: bytes) -> str:
+    """The topic's title: its first line when that is a ``# `` heading, else ""."""
+    first = data.split(b"\n", 1)[0]
+    return first[2:].decode("utf-8", errors="replace").strip() if first.startswith(b"# ") \
+        else ""
 
 
 def markdown_files(root: Path, top: str) -> dict[str, os.stat_result]:
@@ -136,7 +158,7 @@ def sources_signature(root: Path) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(out))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BlockSummary:
     """The parts of a block the write path needs (field names match ``topics.Block`` so
     ``validate_tree`` reads either)."""
@@ -157,6 +179,7 @@ class TopicSummary:
     fp: Fingerprint
     checked_ns: int
     blocks: tuple[BlockSummary, ...]
+    title: str = ""
 
     @property
     def unresolved(self) -> bool:
@@ -181,6 +204,13 @@ def _targets(doc: TopicDoc, block) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _name_keys(summary: TopicSummary) -> list[str]:
+    keys = [f"stem:{posixpath.basename(summary.path)[:-3]}"]
+    if slug(summary.title):
+        keys.append(f"title:{slug(summary.title)}")
+    return keys
+
+
 Resolve = Callable[[str, str], "str | None"]  # (topic path, footnote target) -> source id
 
 
@@ -199,7 +229,7 @@ def _resolved(resolve: Resolve, path: str,
 
 def summarize(doc: TopicDoc, sources: "SourceArchive", *, sha: str = "",
               fp: Fingerprint = (0, 0, 0, 0), checked_ns: int = 0,
-              resolve: Resolve | None = None) -> TopicSummary:
+              resolve: Resolve | None = None, title: str = "") -> TopicSummary:
     """The summary of one parsed topic file (its citations resolved through ``sources``, or
     ``resolve`` when given: a transaction passes the resolutions it already made)."""
     blocks = []
@@ -208,7 +238,7 @@ def summarize(doc: TopicDoc, sources: "SourceArchive", *, sha: str = "",
         refs, unresolved = _resolved(resolve or sources.resolve_target, doc.path, targets)
         blocks.append(BlockSummary(block.id, tuple(block.ids), block.line, tuple(block.links),
                                    targets, refs, unresolved))
-    return TopicSummary(doc.path, sha, fp, checked_ns, tuple(blocks))
+    return TopicSummary(doc.path, sha, fp, checked_ns, tuple(blocks), title)
 
 
 class TopicCatalog:
@@ -232,7 +262,13 @@ class TopicCatalog:
         self._linking: set[str] = set()       # files holding at least one block link
         self._unresolved: set[str] = set()    # files with a footnote the archive lacked
         self._duplicates: set[str] = set()    # ids more than one file holds (a broken tree)
+        self._names: dict[str, set[str]] = {}  # "stem:…" / "title:…" (slugged) -> paths
+        self._log: list[str] = []             # paths in the order their summaries changed
+        self._log_base = 0                    # how many entries were trimmed off the front
+        self._fresh_hold: int | None = None   # the lock hold the last refresh ran in
+        self.history_seq: int | None = None   # the seq this process last committed to git at
         self.parses = 0                       # files parsed so far (tests count them)
+        self.scans = 0                        # walks of topics/ so far (tests count them)
 
     @classmethod
     def of(cls, workspace: CatalogPlace) -> "TopicCatalog":
@@ -247,13 +283,20 @@ class TopicCatalog:
 
     # -- keeping it current -------------------------------------------------------------
 
-    def refresh(self) -> "TopicCatalog":
-        """Re-read every topic file whose fingerprint (or, when racy, content) changed."""
+    def refresh(self, hold: int | None = None) -> "TopicCatalog":
+        """Re-read every topic file whose fingerprint (or, when racy, content) changed: one
+        ``lstat`` per topic file, so a hand edit between two writes is seen. ``hold``: the
+        caller's hold of the write lock (``WorkspaceDir.lock_hold``); a second refresh in
+        the same hold is skipped (no writer can have installed in between, and a hand edit
+        made in that moment is ordered after this write, as :mod:`.moved` does)."""
         with self._lock:
+            if hold is not None and hold == self._fresh_hold:
+                return self
             if not self._loaded:
                 self._loaded = True
                 self._load_saved()
             now = time.time_ns()
+            self.scans += 1
             disk = markdown_files(self.root, "topics")
             for rel in [r for r in self._files if r not in disk]:
                 self._drop(rel)
@@ -269,16 +312,22 @@ class TopicCatalog:
                     continue
                 sha = sha256(data)
                 if old is not None and old.sha == sha:
-                    self._files[rel] = TopicSummary(rel, sha, fp, now, old.blocks)
+                    self._files[rel] = TopicSummary(rel, sha, fp, now, old.blocks, old.title)
                     continue
                 self._put(summarize(parse_topic_bytes(data, rel, strict=False), self.sources,
-                                    sha=sha, fp=fp, checked_ns=now))
+                                    sha=sha, fp=fp, checked_ns=now, title=title_of(data)))
                 self.parses += 1
                 self._unsaved += 1
             self._resolve_again()
             if self._unsaved >= SAVE_AFTER:
                 self.save()
+            self._fresh_hold = hold
             return self
+
+    def forget_hold(self) -> None:
+        """The next refresh walks topics/ whatever hold it runs in (a commit found memory
+        moved under it: its retry must see what moved)."""
+        self._fresh_hold = None
 
     def _resolve_again(self) -> None:
         """Footnotes that did not resolve may resolve now that more evidence is archived."""
@@ -295,7 +344,7 @@ class TopicCatalog:
                 blocks.append(BlockSummary(b.id, b.ids, b.line, b.links, b.targets, refs,
                                            unresolved))
             self._put(TopicSummary(summary.path, summary.sha, summary.fp, summary.checked_ns,
-                                   tuple(blocks)))
+                                   tuple(blocks), summary.title))
 
     def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
                   resolve: Resolve | None = None) -> None:
@@ -315,12 +364,16 @@ class TopicCatalog:
                     self._drop(rel)
                     continue
                 self._put(summarize(doc, self.sources, sha=sha256(body), fp=fingerprint(st),
-                                    checked_ns=now, resolve=resolve))
+                                    checked_ns=now, resolve=resolve, title=title_of(body)))
                 self._unsaved += 1
 
     def _put(self, summary: TopicSummary) -> None:
+        if summary.path not in self._files:
+            self._note(summary.path)
         self._drop(summary.path)
         self._files[summary.path] = summary
+        for key in _name_keys(summary):
+            self._names.setdefault(key, set()).add(summary.path)
         if any(block.links for block in summary.blocks):
             self._linking.add(summary.path)
         if summary.unresolved:
@@ -338,6 +391,13 @@ class TopicCatalog:
         old = self._files.pop(rel, None)
         if old is None:
             return
+        self._note(rel)
+        for key in _name_keys(old):
+            paths = self._names.get(key)
+            if paths is not None:
+                paths.discard(rel)
+                if not paths:
+                    del self._names[key]
         self._linking.discard(rel)
         self._unresolved.discard(rel)
         for block in old.blocks:
@@ -354,6 +414,26 @@ class TopicCatalog:
                     if not paths:
                         del self._where[block_id]
 
+    def _note(self, rel: str) -> None:
+        self._log.append(rel)
+        if len(self._log) > LOG_LIMIT:  # older readers of the log start again from scratch
+            half = len(self._log) // 2
+            del self._log[:half]
+            self._log_base += half
+
+    @property
+    def seq(self) -> int:
+        """How many summary changes the catalog has seen (see :meth:`changed_since`)."""
+        return self._log_base + len(self._log)
+
+    def changed_since(self, seq: int) -> set[str] | None:
+        """Paths whose summary changed (added, replaced, dropped) since :attr:`seq` was
+        ``seq``; None when that is too long ago to tell (the caller compares everything)."""
+        with self._lock:
+            if seq < self._log_base or seq > self.seq:
+                return None
+            return set(self._log[seq - self._log_base:])
+
     # -- saved between processes ---------------------------------------------------------
 
     def save(self, *, only_if_changed: bool = False) -> None:
@@ -364,7 +444,7 @@ class TopicCatalog:
         with self._lock:
             files = [[s.path, s.sha, list(s.fp), s.checked_ns,
                       [[b.id, b.ids, b.line, b.links, b.targets, b.refs, b.unresolved]
-                       for b in s.blocks]] for s in self._files.values()]
+                       for b in s.blocks], s.title] for s in self._files.values()]
             try:
                 atomic_write_text(self.saved_path, json.dumps(
                     {"version": SAVED_VERSION, "files": files}, ensure_ascii=False,
@@ -380,11 +460,11 @@ class TopicCatalog:
             saved = json.loads(self.saved_path.read_bytes())
             if saved.get("version") != SAVED_VERSION:
                 return
-            for path, sha, fp, checked, blocks in saved["files"]:
+            for path, sha, fp, checked, blocks, title in saved["files"]:
                 self._put(TopicSummary(path, sha, tuple(fp), checked, tuple(
                     BlockSummary(i, tuple(ids), line, tuple(tuple(x) for x in links),
                                  tuple(targets), tuple(refs), bool(unresolved))
-                    for i, ids, line, links, targets, refs, unresolved in blocks)))
+                    for i, ids, line, links, targets, refs, unresolved in blocks), str(title)))
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             self._files.clear()
             self._cited.clear()
@@ -392,6 +472,7 @@ class TopicCatalog:
             self._linking.clear()
             self._unresolved.clear()
             self._duplicates.clear()
+            self._names.clear()
 
     # -- answers --------------------------------------------------------------------------
 
@@ -447,6 +528,20 @@ class TopicCatalog:
     def ids(self) -> set[str]:
         with self._lock:
             return set(self._where)
+
+    def has_id(self) -> "KeysView[str]":
+        """The committed block ids and aliases as a live view (``in`` without a copy; the
+        caller holds the write lock, so it does not change under it)."""
+        return self._where.keys()
+
+    def named(self, stem: str, title: str) -> list[str]:
+        """Topic paths whose file name is ``stem`` (``stem.md``) or whose title slugs to
+        ``title`` (:func:`slug`), sorted."""
+        with self._lock:
+            found = set(self._names.get(f"stem:{stem}", ()))
+            if title:
+                found |= self._names.get(f"title:{title}", set())
+            return sorted(found)
 
     def blocks(self) -> Iterator[tuple[str, BlockSummary]]:
         for summary in self.summaries():

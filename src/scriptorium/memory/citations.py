@@ -42,5 +42,8 @@ def citation_map(workspace: "Workspace") -> dict[str, list[tuple[str, str]]]:
 
 def cited_sources(workspace: "Workspace", among: Iterable[str] | None = None) -> set[str]:
     """The source ids some committed topic block cites (only those in ``among`` when given:
-    a write asks about its batch, at the cost of the batch, not of all of memory)."""
-    return TopicCatalog.of(workspace).refresh().cited(among)
+    a write asks about its batch, at the cost of the batch, not of all of memory). Under
+    the write lock the catalog's refresh counts for the rest of the hold: the write step's
+    begin, in the same hold, does not walk topics/ again."""
+    hold = getattr(workspace, "lock_hold", lambda: None)()
+    return TopicCatalog.of(workspace).refresh(hold=hold).cited(among)

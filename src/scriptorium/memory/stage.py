@@ -8,7 +8,11 @@ not safe (an in-place edit would change the committed file too).
 So a process keeps its last stage and reuses it: when a transaction ends, the stage is brought
 back to the committed state (only the files the writer changed or the install wrote are
 rewritten) and parked; the next transaction takes it, re-copies only the committed files whose
-content moved since (the topic catalog knows their hashes), and hands it to the writer.
+content moved since, and hands it to the writer. Which files moved the topic catalog says
+(``changed_since`` the catalog state the stage was last synced to, with their hashes), so
+taking a parked stage looks at those files only, not at all of memory. Nothing else writes a
+parked stage: it was settled after a full look at what the writer did, and its directory is
+renamed between transactions, so a path a finished writer kept no longer leads into it.
 
 What the writer changed is found without reading every file: each staged file is written by
 us with its mtime set to a fixed sentinel, and its fingerprint (mtime, ctime, size, inode) is
@@ -33,7 +37,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from ..fsutil import atomic_write_json
 from .catalog import RACY_FINE_NS, Fingerprint, TopicCatalog, fingerprint, sha256
@@ -62,6 +66,9 @@ class Stage:
     dir: Path
     files: dict[str, tuple[Fingerprint, str]] = field(default_factory=dict)
     copied: int = 0  # files written into the stage by the last checkout (tests count them)
+    # The catalog state (TopicCatalog.seq) the staged files were last brought to; None: not
+    # known (a new stage), so the next sync compares every file.
+    synced: int | None = None
 
     @property
     def root(self) -> Path:
@@ -102,9 +109,10 @@ class Stage:
 
     # -- what the writer did --------------------------------------------------------------
 
-    def changes(self) -> dict[str, bytes | None]:
+    def changes(self, only: Iterable[str] | None = None) -> dict[str, bytes | None]:
         """Files whose content differs from what we staged: new bytes, or None if deleted.
-        Raises StageError for anything but regular files under ``topics/``."""
+        Raises StageError for anything but regular files under ``topics/``. ``only``: the
+        paths a writer declared are all it wrote; just those are looked at."""
         topics = self.root / "topics"
         try:
             st = os.lstat(topics)
@@ -116,6 +124,8 @@ class Stage:
             if name != "topics":
                 raise StageError(name, "only topics/ may be written (sources/ is append-only "
                                        "and written by the runtime)")
+        if only is not None:
+            return self._declared(only)
         seen: set[str] = set()
         out: dict[str, bytes | None] = {}
         now = time.time_ns()
@@ -146,6 +156,28 @@ class Stage:
                 out[rel] = None
         return dict(sorted(out.items()))
 
+    def _declared(self, only: Iterable[str]) -> dict[str, bytes | None]:
+        out: dict[str, bytes | None] = {}
+        for rel in sorted(set(only)):
+            if not rel.startswith("topics/"):
+                raise StageError(rel, "only topics/ may be written")
+            path = self.root / rel
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                if rel in self.files:
+                    out[rel] = None
+                continue
+            if not stat.S_ISREG(st.st_mode) or any(
+                    p.is_symlink() for p in path.parents if self.root in p.parents):
+                raise StageError(rel, "not a regular file reached without a symlink")
+            with open(path, "rb") as fh:
+                data = fh.read()
+            known = self.files.get(rel)
+            if known is None or known[1] != sha256(data):
+                out[rel] = data
+        return out
+
     def settle(self, final: dict[str, bytes | None]) -> None:
         """Make the staged files in ``final`` hold these bytes (None: absent)."""
         for rel, data in final.items():
@@ -156,8 +188,33 @@ class Stage:
 
     def sync(self, workspace: "WorkspaceDir", catalog: TopicCatalog) -> None:
         """Bring the stage to the committed state the catalog describes, copying only what
-        differs (and anything a stray hand changed in the stage since we left it)."""
+        differs: the files the catalog saw change since the last sync, or (a stage whose
+        state is not known) every file that differs, strays in the stage included."""
         self.copied = 0
+        seq = catalog.seq  # first: a change logged meanwhile is looked at again next time
+        changed = catalog.changed_since(self.synced) if self.synced is not None else None
+        self.synced = None
+        if changed is None:
+            self._sync_all(workspace, catalog)
+        else:
+            for rel in sorted(changed):
+                summary = catalog.summary(rel)
+                known = self.files.get(rel)
+                if summary is None:
+                    if known is not None:
+                        self.drop(rel)
+                elif known is None or known[1] != summary.sha:
+                    self._copy(workspace, rel)
+        self.synced = seq
+
+    def _copy(self, workspace: "WorkspaceDir", rel: str) -> None:
+        try:
+            data = (workspace.root / rel).read_bytes()
+        except OSError:
+            return
+        self.put(rel, data)
+
+    def _sync_all(self, workspace: "WorkspaceDir", catalog: TopicCatalog) -> None:
         want = {s.path: s.sha for s in catalog.summaries()}
         try:
             drift = self.changes()
@@ -178,11 +235,7 @@ class Stage:
             known = self.files.get(rel)
             if known is not None and known[1] == sha:
                 continue
-            try:
-                data = (workspace.root / rel).read_bytes()
-            except OSError:
-                continue
-            self.put(rel, data)
+            self._copy(workspace, rel)
 
 
 def _remove(path: Path) -> None:

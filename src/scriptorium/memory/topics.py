@@ -20,6 +20,7 @@ import hashlib
 import posixpath
 import re
 from dataclasses import dataclass, field
+from collections.abc import KeysView, Set
 from functools import lru_cache
 from typing import Callable, Iterable, Union
 from urllib.parse import unquote
@@ -589,7 +590,8 @@ def normalize_topic(text: str, path: str, *, committed_ids: Iterable[str], resol
     ``taken_ids`` (optional) are ids other files of the same transaction already use; new ids
     avoid them and are added to the set.
     """
-    committed = set(committed_ids)
+    committed = committed_ids if isinstance(committed_ids, (Set, KeysView)) \
+        else set(committed_ids)
     doc = parse_topic(text, path, strict=False)
     items = doc.items
     blocks = [(i, item) for i, item in enumerate(items) if isinstance(item, Block)]
@@ -653,7 +655,7 @@ def normalize_topic(text: str, path: str, *, committed_ids: Iterable[str], resol
         return f"{ev.when}|{'|'.join(resolved[id(ev)])}"
 
     # 3-4: ids.
-    taken = set(committed) | (taken_ids if taken_ids is not None else set())
+    taken = set(taken_ids) if taken_ids is not None else set()  # besides the committed
     for _, block in blocks:
         kept = [i for i in block.ids if i in committed]
         block.aliases, block.id = kept[:-1], (kept[-1] if kept else "")
@@ -664,7 +666,7 @@ def normalize_topic(text: str, path: str, *, committed_ids: Iterable[str], resol
             k = 0
             while True:
                 bid = _sha(f"block|{path}|{_collapse(stable)}|{k}")[:8]
-                if bid not in taken:
+                if bid not in taken and bid not in committed:
                     break
                 k += 1
             taken.add(bid)

@@ -104,7 +104,7 @@ class Transaction:
         with workspace.lock():
             recover_install(workspace)
             workspace.ensure_git()  # damaged history: the install's commit will warn
-            self.catalog = TopicCatalog.of(workspace).refresh()
+            self.catalog = TopicCatalog.of(workspace).refresh(hold=workspace.lock_hold())
             # what the commit checks memory against; a database home (which checks each
             # file it writes inside its own transaction instead) brings its own
             begin = getattr(workspace, "begin_state", None)
@@ -145,8 +145,10 @@ class Transaction:
 
     # -- commit -------------------------------------------------------------------------------------
 
-    def commit(self, message: str) -> TransactionResult:
-        """Validate the stage and install it whole or not at all; see the module docstring."""
+    def commit(self, message: str, only: Iterable[str] | None = None) -> TransactionResult:
+        """Validate the stage and install it whole or not at all; see the module docstring.
+        ``only``: the writer declared these stage paths ("topics/…") are all it wrote, so
+        only they are looked at (see ``writers.base.declares_edits``)."""
         if self.closed:
             raise TransactionError("transaction already committed or discarded")
         ws = self.workspace
@@ -154,14 +156,14 @@ class Transaction:
             with ws.lock():
                 ws.recover()
                 if self.base.moved(ws):
-                    raise _stale()
+                    raise self._stale()
                 plan = _Plan(self)
-                plan.build()
+                plan.build(only)
                 if not plan.writes:
                     self._settle(plan)
                     return TransactionResult(workspace=ws)
                 if self.base.overwritten(ws, plan.writes):
-                    raise _stale()
+                    raise self._stale()
                 result = plan.install(message)
                 self._settle(plan)
         finally:
@@ -183,9 +185,13 @@ class Transaction:
             pass
 
 
-def _stale() -> "TransactionError":
-    return TransactionError("workspace changed while the writer was running (revision "
-                            "moved); retry on a fresh stage", code=ReasonCode.CONCURRENT_UPDATE)
+    def _stale(self) -> "TransactionError":
+        """Memory moved under this transaction: the retry's begin must look at topics/ again
+        even in the same lock hold (see ``TopicCatalog.refresh``)."""
+        self.catalog.forget_hold()
+        return TransactionError("workspace changed while the writer was running (revision "
+                                "moved); retry on a fresh stage",
+                                code=ReasonCode.CONCURRENT_UPDATE)
 
 
 class _Where(dict):
@@ -269,13 +275,13 @@ class _Plan:
 
     # -- build + validate -----------------------------------------------------------------------
 
-    def build(self) -> None:
+    def build(self, only: Iterable[str] | None = None) -> None:
         tx, ws, catalog = self.tx, self.ws, self.catalog
         try:
-            changes = tx._stage.changes()
+            changes = tx._stage.changes(only)
         except StageError as exc:
             raise TransactionError(str(exc), code=ReasonCode.READ_ONLY_PATH) from None
-        committed_ids = catalog.ids()
+        committed_ids = catalog.has_id()
         resolve = self.resolve
         arch = ws.sources
         links: dict[tuple[str, str], str | None] = {}
@@ -385,7 +391,7 @@ class _Plan:
                                               for p in catalog.paths_of(block_id))
 
         self.created = sorted({b.id for d in docs.values() for b in d.blocks
-                               if b.id and not (set(b.ids) & committed_ids)})
+                               if b.id and not any(i in committed_ids for i in b.ids)})
         removed: set[str] = set()
         for rel in touched:
             summary = catalog.summary(rel)
@@ -477,8 +483,13 @@ class _Plan:
         result = TransactionResult(
             changed_files=sorted(p for p in self.writes), created_blocks=self.created,
             removed_blocks=self.removed, workspace=ws)
+        # topic files the catalog saw change since this process's last commit (a hand edit
+        # its refresh found) join the history by name with this install
+        seq, last = self.catalog.seq, self.catalog.history_seq
+        moved = self.catalog.changed_since(last) if last is not None else None
         try:
-            result.commit = ws.commit_history(message, list(self.writes))
+            result.commit = ws.commit_history(message, sorted({*self.writes, *(moved or ())}))
+            self.catalog.history_seq = seq
         except ScriptoriumError as exc:
             result.warnings.append(
                 f"memory history not committed ({exc.code}; the install stands): {exc}")

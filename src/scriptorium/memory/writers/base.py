@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from ...errors import ReasonCode
 from ...faults import fault_point
+from ...fsutil import safe_join
 from ..records import Record
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..catalog import TopicCatalog
     from ..directory import TransactionResult
     from ..workspace import Workspace
 
@@ -37,12 +39,13 @@ class WriteJob:
     # job's deadline here, so a repair run never extends how long the lock waits on a model).
     shared: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def on_stage(self, stage: Path, rejection: str | None = None) -> "WriteRequest":
+    def on_stage(self, stage: Path, rejection: str | None = None,
+                 catalog: "TopicCatalog | None" = None) -> "WriteRequest":
         return WriteRequest(batch=self.batch, stage=stage, cited=self.cited,
                             session_title=self.session_title, subject_hint=self.subject_hint,
                             line=self.line, side_branch=self.side_branch,
                             purpose=self.purpose, rejection=rejection, log_dir=self.log_dir,
-                            shared=self.shared)
+                            shared=self.shared, catalog=catalog)
 
 
 @dataclass
@@ -67,10 +70,34 @@ class WriteRequest:
     rejection: str | None = None
     log_dir: Path | None = None  # where a writer may keep its run log; None = do not log
     shared: dict[str, Any] = field(default_factory=dict)  # see WriteJob.shared
+    # What the committed topics hold (the stage starts equal to them): asks like "which
+    # topic is on this subject?" without reading the stage. None outside a transaction.
+    catalog: "TopicCatalog | None" = None
+    # Workspace paths ("topics/…") written through write_topic (see declares_edits).
+    written: set[str] = field(default_factory=set)
 
     @property
     def topics_dir(self) -> Path:
         return self.stage / "topics"
+
+    def write_topic(self, rel: str, text: str) -> None:
+        """Write ``topics/<rel>`` in the stage and remember it was written (see
+        :func:`declares_edits`)."""
+        path = safe_join(self.topics_dir, rel, "topic path")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        self.written.add(f"topics/{rel}")
+
+
+def declares_edits(writer: object) -> bool:
+    """Does ``writer`` edit the stage only through :meth:`WriteRequest.write_topic`? Then the
+    transaction looks at those files only, instead of at every staged file. Said by the
+    class that defines its ``write`` (``declares_edits = True`` there): a subclass that
+    overrides ``write`` may write in other ways, so it must say so again itself."""
+    for klass in type(writer).__mro__:
+        if "write" in vars(klass):
+            return bool(vars(klass).get("declares_edits", False))
+    return False
 
 
 @dataclass
@@ -122,10 +149,12 @@ def run_writer(workspace: "Workspace", writer: Writer, job: WriteJob, *,
         attempt += 1
         with workspace.begin(allowed_sources=refs, purpose=job.purpose,
                              own_blocks=own_blocks) as tx:
-            audit = writer.write(job.on_stage(tx.stage, rejection))
+            request = job.on_stage(tx.stage, rejection, tx.catalog)
+            audit = writer.write(request)
             fault_point("writer-ran")
             try:
-                return tx.commit(message), audit
+                return tx.commit(message, only=request.written if declares_edits(writer)
+                                 else None), audit
             except TransactionError as exc:
                 if exc.retryable or attempts == 1:
                     raise

@@ -24,12 +24,13 @@ free. The writer never writes ids; the transaction's normaliser assigns block an
 from __future__ import annotations
 
 import re
-import stat
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...config import Settings
 from ...fsutil import safe_join
+from ..catalog import slug, title_of
 from ..records import Record
 from ..sources.ids import source_anchor
 from ..claims import SUPERSEDED_MARK, replaces_note, superseded_by, superseded_note
@@ -37,6 +38,9 @@ from . import facts as F
 from . import state as S
 from .topic_scan import ScannedTopic, scan_topic
 from .base import WriteRequest, WriterAudit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..catalog import TopicCatalog
 
 MAX_STATEMENT_CHARS = 600
 
@@ -91,11 +95,6 @@ def condense(text: str) -> str:
     return F.shorten(F.clean(text), MAX_STATEMENT_CHARS)
 
 
-def slug(text: str) -> str:
-    out = re.sub(r"[^\w]+", "-", text.lower(), flags=re.UNICODE).strip("-_")
-    return out[:60].strip("-_")
-
-
 def subject_of(title: str, batch: list[Record], hint: str = "") -> tuple[str, str]:
     """(heading, topic path relative to topics/) for a batch: the session title, else the
     most salient words of ``hint`` (the text the conversation opened with, the same for every
@@ -113,32 +112,21 @@ def subject_of(title: str, batch: list[Record], hint: str = "") -> tuple[str, st
 
 
 def find_topic(topics_dir: Path, heading: str, relpath: str,
-               titles: dict[str, tuple[tuple[int, ...], str]] | None = None) -> str:
+               catalog: "TopicCatalog | None" = None) -> str:
     """An existing topic on the subject anywhere under ``topics/`` (same file name, or a
-    title whose slug is the subject's), else ``relpath``. Nearest the root wins, then name.
-    ``titles`` caches each file's title slug by its stat fingerprint, so a file unchanged
-    since the last look is not opened again."""
-    if (topics_dir / relpath).is_file():
+    title whose slug is the subject's), else ``relpath`` (relative to ``topics/``). Nearest
+    the root wins, then name. With the ``catalog`` of the committed topics (which the stage
+    mirrors at begin) no file is read; without one (a writer run on a bare directory) each
+    topic's first line is."""
+    stem = Path(relpath).stem
+    if catalog is not None:
+        found = [p[len("topics/"):] for p in catalog.named(stem, slug(heading))]
+    else:
+        found = [p.relative_to(topics_dir).as_posix() for p in topics_dir.rglob("*.md")
+                 if p.is_file() and not p.is_symlink()
+                 and (p.stem == stem or slug(title_of(p.read_bytes())) == slug(heading))]
+    if relpath in found:
         return relpath
-    want = Path(relpath).stem
-    found: list[str] = []
-    cache = titles if titles is not None else {}
-    for path in topics_dir.rglob("*.md"):
-        st = path.lstat()
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        rel = path.relative_to(topics_dir).as_posix()
-        if path.stem == want:
-            found.append(rel)
-            continue
-        fp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        known = cache.get(rel)
-        if known is None or known[0] != fp:
-            with path.open(encoding="utf-8", errors="replace") as fh:
-                first = fh.readline()
-            known = cache[rel] = (fp, slug(first[2:]) if first.startswith("# ") else "")
-        if known[1] and known[1] == slug(heading):
-            found.append(rel)
     return min(found, key=lambda r: (r.count("/"), r)) if found else relpath
 
 
@@ -147,6 +135,7 @@ class EmbeddedWriter:
 
     name: str = "embedded"
     repair_attempts: int = 0  # deterministic: the same batch would be rejected the same way
+    declares_edits: bool = True  # writes only through request.write_topic (see base.py)
 
 
     @classmethod
@@ -162,17 +151,13 @@ class EmbeddedWriter:
             return audit
         heading, relpath = subject_of(request.session_title, list(request.batch),
                                       request.subject_hint)
-        # topic titles by file fingerprint (see find_topic), made on first use: a subclass
-        # need not call an __init__
-        titles = self.__dict__.setdefault("_titles", {})
-        relpath = find_topic(request.topics_dir, heading, relpath, titles)
+        relpath = find_topic(request.topics_dir, heading, relpath, request.catalog)
         path = safe_join(request.topics_dir, relpath, "topic path")
-        path.parent.mkdir(parents=True, exist_ok=True)
         existing = path.read_text(encoding="utf-8") if path.exists() else ""
         facts = F.facts_of(todo)
         topic = _Topic(existing, request.line)
         updated = topic.add(heading, facts, side_branch=request.side_branch)
-        path.write_text(updated, encoding="utf-8")
+        request.write_topic(relpath, updated)
         audit.add("write", path=f"topics/{relpath}", facts=len(facts),
                   turns=[r.source_id for r in todo])
         audit.summary = f"{len(facts)} fact(s) from {len(todo)} turn(s) in topics/{relpath}"
