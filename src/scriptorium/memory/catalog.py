@@ -31,11 +31,9 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
-import logging
 import os
 import posixpath
 import re
-import stat
 import threading
 import time
 from collections import Counter
@@ -47,6 +45,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, KeysView, Protoc
 from ..errors import ScriptoriumError
 from ..fsutil import atomic_write_text
 from .topics import TopicDoc, parse_topic_bytes
+from .walk import markdown_files, sources_signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sources import SourceArchive
@@ -70,8 +69,6 @@ SAVED_FILE = "topic-catalog.json"
 SAVED_VERSION = 2
 LOG_LIMIT = 100_000  # changes remembered for changed_since
 SAVE_AFTER = 64  # summaries learnt before the catalog is saved again (and at exit)
-
-log = logging.getLogger(__name__)
 
 
 def fingerprint(st: os.stat_result) -> Fingerprint:
@@ -101,61 +98,6 @@ def title_of(data: bytes) -> str:
     first = data.split(b"\n", 1)[0]
     return first[2:].decode("utf-8", errors="replace").strip() if first.startswith(b"# ") \
         else ""
-
-
-def markdown_files(root: Path, top: str) -> dict[str, os.stat_result]:
-    """Every ``*.md`` under ``root/top`` reached without a symlink, with its lstat."""
-    out: dict[str, os.stat_result] = {}
-    try:
-        if not stat.S_ISDIR(os.lstat(os.path.join(root, top)).st_mode):
-            return out
-    except OSError:
-        return out
-    stack = [(os.path.join(root, top), top)]
-    while stack:
-        directory, rel = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                entry.name.encode("utf-8")
-            except UnicodeEncodeError:  # not a name a topic path or a link can hold
-                log.warning("skipping %s: its name is not valid UTF-8", os.fsencode(entry.path))
-                continue
-            try:
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, f"{rel}/{entry.name}"))
-                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    out[f"{rel}/{entry.name}"] = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-    return out
-
-
-def sources_signature(root: Path) -> tuple[tuple[str, int], ...]:
-    """The mtimes of ``sources/``, its provider and ``_v2`` directories. The archive replaces
-    files by rename, so any archive write changes one of them: a few ``stat`` calls tell
-    whether citations that did not resolve are worth resolving again."""
-    base = os.path.join(root, "sources")
-    out: list[tuple[str, int]] = []
-    try:
-        out.append(("", os.lstat(base).st_mtime_ns))
-        entries = list(os.scandir(base))
-    except OSError:
-        return tuple(out)
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                out.append((entry.name, entry.stat(follow_symlinks=False).st_mtime_ns))
-                out.append((entry.name + "/_v2",
-                            os.lstat(os.path.join(entry.path, "_v2")).st_mtime_ns))
-        except OSError:
-            continue
-    return tuple(sorted(out))
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,8 +472,8 @@ class TopicCatalog:
             return set(self._where)
 
     def has_id(self) -> "KeysView[str]":
-        """The committed block ids and aliases as a live view (``in`` without a copy; the
-        caller holds the write lock, so it does not change under it)."""
+        """The committed block ids and aliases as a live view: ``in`` without copying them all
+        (a transaction asks under the write lock, so no install changes it meanwhile)."""
         return self._where.keys()
 
     def named(self, stem: str, title: str) -> list[str]:
