@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from scriptorium.memory.catalog import TopicCatalog
+from scriptorium.memory.citations import cited_sources
 from scriptorium.memory.transaction import TransactionError
 from scriptorium.memory.workspace import Workspace
 
@@ -170,3 +172,36 @@ def test_a_new_workspace_object_stages_everything_on_its_first_commit(ws):
         add_paragraph(tx, "topics/t4.md", ws.ids[4])
         tx.commit("first of this object")
     assert git_status(ws) == ""
+
+
+def test_a_retry_in_the_same_lock_hold_sees_the_hand_edit_that_made_it_stale(ws):
+    rel = "topics/t0.md"
+    with ws.lock():
+        cited_sources(ws, ws.ids)  # the write step's first look, which begin then reuses
+        (ws.root / rel).write_text((ws.root / rel).read_text().replace("kiln", "furnace"))
+        with ws.begin(allowed_sources=[ws.ids[FILES]]) as tx:
+            add_paragraph(tx, rel, ws.ids[FILES])
+            with pytest.raises(TransactionError) as info:
+                tx.commit("would lose the hand edit")
+        assert info.value.code == "CONCURRENT_UPDATE"
+        with ws.begin(allowed_sources=[ws.ids[FILES]]) as tx:  # the write step's retry
+            assert "furnace" in (tx.stage / rel).read_text()
+            add_paragraph(tx, rel, ws.ids[FILES])
+            assert tx.commit("on top of the hand edit").changed_files == [rel]
+    text = (ws.root / rel).read_text()
+    assert "furnace" in text and "A new fact." in text
+
+
+def test_the_catalog_logs_which_files_changed_and_finds_topics_by_name_or_title(ws):
+    catalog = TopicCatalog.of(ws).refresh()
+    seq = catalog.seq
+    assert catalog.changed_since(seq) == set()
+    (ws.root / "topics/t1.md").write_text(
+        "# Glaze recipes\n\n" + (ws.root / "topics/t1.md").read_text())
+    (ws.root / "topics/t2.md").unlink()
+    catalog.refresh()
+    assert catalog.changed_since(seq) == {"topics/t1.md", "topics/t2.md"}
+    assert catalog.named("t1", "") == ["topics/t1.md"]
+    assert catalog.named("nothing", "glaze-recipes") == ["topics/t1.md"]
+    assert catalog.named("t2", "") == []
+    assert catalog.changed_since(catalog.seq + 1) is None  # a state it never had

@@ -5,20 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from scriptorium.config import load_settings
 from scriptorium.memory import stage as stage_mod
 from scriptorium.memory.catalog import TopicCatalog
-from scriptorium.memory.citations import cited_sources
-from scriptorium.memory.transaction import TransactionError
 from scriptorium.memory.writers.base import declares_edits
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.memory.writing import Memory
 
-from search_support import archive, open_ws, render
-
-TS = "2026-08-01T10:00:00+00:00"
 TITLE = "Kiln firing plan"
 TOPIC = "topics/kiln-firing-plan.md"
 
@@ -87,58 +80,6 @@ def test_a_write_walks_topics_once_per_batch_and_never_scans_the_stage(tmp_path,
     assert result.failure is None and len(batches) > 1
     assert catalog.scans - scans == len(batches)  # one stat pass per batch, not two
     assert full_stage_scans == []  # the embedded writer declared the one file it wrote
-
-
-@pytest.fixture
-def ws(tmp_path: Path):
-    ws = open_ws(tmp_path / "memory")
-    ids = archive(ws, [(f"s{i}", "n0", "user", f"turn {i}", TS) for i in range(6)])
-    with ws.begin(allowed_sources=ids) as tx:
-        for i in range(3):
-            (tx.stage / f"topics/t{i}.md").write_text(
-                render([[(f"Subject {i} kiln glaze.", [ids[i]], "2026-08-01")]]))
-        tx.commit("seed")
-    ws.ids = ids  # type: ignore[attr-defined]
-    return ws
-
-
-def add_paragraph(tx, rel: str, ref: str) -> None:
-    path = tx.stage / rel
-    path.write_text(path.read_text() + f"\nA new fact.[^e9]\n\n[^e9]: Time: `2026-08-02`; "
-                    f"Sources: [t]({ref})\n")
-
-
-def test_a_retry_in_the_same_lock_hold_sees_the_hand_edit_that_made_it_stale(ws):
-    rel = "topics/t0.md"
-    with ws.lock():
-        cited_sources(ws, ws.ids)  # the write step's first look, which begin then reuses
-        (ws.root / rel).write_text((ws.root / rel).read_text().replace("kiln", "furnace"))
-        with ws.begin(allowed_sources=[ws.ids[4]]) as tx:
-            add_paragraph(tx, rel, ws.ids[4])
-            with pytest.raises(TransactionError) as info:
-                tx.commit("would lose the hand edit")
-        assert info.value.code == "CONCURRENT_UPDATE"
-        with ws.begin(allowed_sources=[ws.ids[4]]) as tx:  # the write step's retry
-            assert "furnace" in (tx.stage / rel).read_text()
-            add_paragraph(tx, rel, ws.ids[4])
-            assert tx.commit("on top of the hand edit").changed_files == [rel]
-    text = (ws.root / rel).read_text()
-    assert "furnace" in text and "A new fact." in text
-
-
-def test_the_catalog_logs_which_files_changed_and_finds_topics_by_name_or_title(ws):
-    catalog = TopicCatalog.of(ws).refresh()
-    seq = catalog.seq
-    assert catalog.changed_since(seq) == set()
-    (ws.root / "topics/t1.md").write_text(
-        "# Glaze recipes\n\n" + (ws.root / "topics/t1.md").read_text())
-    (ws.root / "topics/t2.md").unlink()
-    catalog.refresh()
-    assert catalog.changed_since(seq) == {"topics/t1.md", "topics/t2.md"}
-    assert catalog.named("t1", "") == ["topics/t1.md"]
-    assert catalog.named("nothing", "glaze-recipes") == ["topics/t1.md"]
-    assert catalog.named("t2", "") == []
-    assert catalog.changed_since(catalog.seq + 1) is None  # a state it never had
 
 
 def test_only_the_class_that_defines_write_can_declare_its_edits():
