@@ -101,7 +101,7 @@ def title_of(data: bytes) -> str:
         else ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BlockSummary:
     """The parts of a block the write path needs (field names match ``topics.Block`` so
     ``validate_tree`` reads either)."""
