@@ -266,7 +266,7 @@ def test_bad_arguments_are_refused_with_one_line_naming_the_problem(shared):
     _, index = shared
     for kw, words in [
         (dict(path_prefix="../etc"), "'..'"), (dict(since="2026-13"), "--since"),
-        (dict(method="embedding"), "PostgreSQL home"), (dict(top_k=0), "top_k"),
+        (dict(method="cosine"), "method"), (dict(top_k=0), "top_k"),
         (dict(head="a1"), "--session"), (dict(session="s"), "session store"),
     ]:
         with pytest.raises(InvalidInput) as err:

@@ -17,6 +17,29 @@ from typing import Any
 
 from ..errors import CorruptFile, ReasonCode
 
+# One row per (stem, document) of search_docs, filled from its tsvector (a, b, c: how often
+# the stem occurs with weight A, B, C); search_docs rows indexed before this step get theirs.
+# No foreign key (a check per row would double a build): the index deletes a document's
+# postings before the document.
+SEARCH_TERMS = """
+    CREATE TABLE search_terms (
+        lexeme text COLLATE "C" NOT NULL,
+        doc    bigint NOT NULL,
+        kind   text NOT NULL,
+        a      smallint NOT NULL,
+        b      smallint NOT NULL,
+        c      smallint NOT NULL,
+        len    integer NOT NULL,
+        CONSTRAINT search_terms_key PRIMARY KEY (lexeme, doc) INCLUDE (kind, a, b, c, len)
+    );
+    INSERT INTO search_terms (lexeme, doc, kind, a, b, c, len)
+    SELECT u.lexeme, d.id, d.kind, cardinality(array_positions(u.weights, 'A')),
+           cardinality(array_positions(u.weights, 'B')),
+           cardinality(u.weights) - cardinality(array_positions(u.weights, 'A'))
+           - cardinality(array_positions(u.weights, 'B')), d.len
+    FROM search_docs d CROSS JOIN LATERAL unnest(d.tsv) u;
+"""
+
 # The job queue, fed by a trigger on the head-move log in the same transaction as each move.
 # work_queue (the trigger's, never locked by a worker) says when a session last moved;
 # work_claims (the worker's: locked FOR UPDATE while it works, so a dead worker's claim ends
@@ -216,6 +239,18 @@ MIGRATIONS: dict[str, list[str]] = {
         CREATE TABLE search_state (
             key   text PRIMARY KEY,
             value text NOT NULL
+        );
+        """,
+        # the postings of search_docs (one row per document and stem, with its count in
+        # each weight class): BM25 reads only the query's stems, from the index alone
+        SEARCH_TERMS,
+        # embedding vectors of documents, keyed by model and text hash (embedding search)
+        """
+        CREATE TABLE search_vectors (
+            model text NOT NULL,
+            key   text NOT NULL,
+            vec   bytea NOT NULL,
+            PRIMARY KEY (model, key)
         );
         """,
     ],

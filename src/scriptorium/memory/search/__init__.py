@@ -46,7 +46,6 @@ def search(workspace: Any, query: str, **kw: Any) -> list[Hit]:
         return _search_files(workspace, query, **kw)
     from .pg_query import pg_search
 
-    kw.pop("embedder", None)  # only bm25 on PostgreSQL: pg_search refuses other methods
     return pg_search(index, query, **kw)
 
 

@@ -42,7 +42,22 @@ _INSERT = (
     "%s, setweight(to_tsvector(%s::regconfig, %s), 'A') || "
     "setweight(to_tsvector(%s::regconfig, %s), 'B') || "
     "setweight(to_tsvector(%s::regconfig, %s), 'C') || "
-    "setweight(to_tsvector(%s::regconfig, %s), 'A'))")
+    "setweight(to_tsvector(%s::regconfig, %s), 'A')) RETURNING id")
+
+# The postings of some documents just inserted: per stem, how often it occurs with each
+# weight (see migrations.SEARCH_TERMS)...
+_POSTINGS = (
+    "INSERT INTO search_terms (lexeme, doc, kind, a, b, c, len) "
+    "SELECT u.lexeme, d.id, d.kind, cardinality(array_positions(u.weights, 'A')), "
+    "cardinality(array_positions(u.weights, 'B')), "
+    "cardinality(u.weights) - cardinality(array_positions(u.weights, 'A')) "
+    "- cardinality(array_positions(u.weights, 'B')), d.len "
+    "FROM unnest(%s::bigint[]) n JOIN search_docs d ON d.id = n "
+    "CROSS JOIN LATERAL unnest(d.tsv) u")
+_TERMS_KEY = "CONSTRAINT search_terms_key PRIMARY KEY (lexeme, doc) INCLUDE (kind, a, b, c, len)"
+# ...and of documents about to be deleted (found through their own stems: the key's prefix)
+_UNPOST = ("DELETE FROM search_terms t USING search_docs d CROSS JOIN LATERAL unnest(d.tsv) u "
+           "WHERE {docs} AND t.lexeme = u.lexeme AND t.doc = d.id")
 
 
 @lru_cache(maxsize=8192)
@@ -162,26 +177,33 @@ class PgSearchIndex:
         """Re-index ``rels`` (each under its own advisory lock, its documents read after
         taking it); unchanged documents keep their rows. Returns files re-indexed."""
         done = 0
+        fresh: list[int] = []  # documents inserted, whose postings are written at the end
         for rel in sorted(set(rels)):
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                         ("scriptorium-search:" + rel,))
+            # keyed by the home's schema too: homes sharing a database never wait on each other
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended("
+                         "'scriptorium-search:' || current_schema() || ':' || %s, 0))", (rel,))
             found = source.documents(rel)
             row = conn.execute("SELECT fingerprint, unresolved FROM search_files WHERE "
                                "path = %s", (rel,)).fetchone()
             if found is None:
                 if row is not None:
+                    conn.execute(_UNPOST.format(docs="d.file = %s"), (rel,))
                     conn.execute("DELETE FROM search_files WHERE path = %s", (rel,))
                     done += 1
                 continue
             docs, unresolved, fingerprint = found
             if row is not None and not force and row[0] == fingerprint and not row[1]:
                 continue
-            self._replace(conn, rel, docs, unresolved, fingerprint)
+            fresh += self._replace(conn, rel, docs, unresolved, fingerprint)
             done += 1
+        if fresh:  # one statement: a build inserts the postings of every document at once
+            conn.execute(_POSTINGS, (fresh,))
         return done
 
     def _replace(self, conn: Any, rel: str, docs: list[Document], unresolved: int,
-                 fingerprint: str) -> None:
+                 fingerprint: str) -> list[int]:
+        """Store ``rel``'s documents, keeping the rows of unchanged ones; returns the ids of
+        the rows inserted (their postings are the caller's to write)."""
         rows = [_params(rel, doc, self.config) for doc in docs]
         conn.execute(
             "INSERT INTO search_files (path, kind, fingerprint, unresolved, docs, tokens) "
@@ -204,10 +226,17 @@ class PgSearchIndex:
                 fresh.append(params)
         stale = [i for ids in keep.values() for i in ids]
         if stale:
+            conn.execute(_UNPOST.format(docs="d.id = ANY(%s)"), (stale,))
             conn.execute("DELETE FROM search_docs WHERE id = ANY(%s)", (stale,))
+        ids: list[int] = []
         if fresh:
             with conn.cursor() as cur:
-                cur.executemany(_INSERT, fresh)
+                cur.executemany(_INSERT, fresh, returning=True)
+                while True:
+                    ids += [doc_id for (doc_id,) in cur.fetchall()]
+                    if not cur.nextset():
+                        break
+        return ids
 
     def update(self, paths: Iterable[str], *, conn: Any | None = None,
                source: DocumentSource | None = None) -> int:
@@ -264,10 +293,21 @@ class PgSearchIndex:
         with self._conn(conn) as c:
             if include_sources is None:
                 include_sources = "source" in self.kinds(self.state(c))
-            c.execute("TRUNCATE search_docs, search_files, search_state")
+            c.execute("TRUNCATE search_terms, search_docs, search_files, search_state")
+            # a million postings are stored faster without their index, which is then built
+            # once by sorting them (the table is locked by the TRUNCATE until the commit)
+            c.execute("ALTER TABLE search_terms DROP CONSTRAINT search_terms_key")
             self.refresh(("topic", "source") if include_sources else ("topic",), conn=c)
-            c.execute("ANALYZE search_docs, search_files")  # so the planner uses the GIN index
-            return int(c.execute("SELECT count(*) FROM search_docs").fetchone()[0])
+            c.execute(f"ALTER TABLE search_terms ADD {_TERMS_KEY}")
+            # what was inserted in bulk sits in the GIN index's pending list, which every
+            # ts_rank_cd query would scan; the planner needs statistics for every table
+            c.execute("SELECT gin_clean_pending_list('search_docs_tsv'::regclass)")
+            c.execute("ANALYZE search_docs, search_files, search_terms")
+            count = int(c.execute("SELECT count(*) FROM search_docs").fetchone()[0])
+        if conn is None:  # committed: mark the pages all-visible, so BM25 reads only the index
+            with self.pg.dedicated() as own:
+                own.execute("VACUUM search_terms")
+        return count
 
     def is_current(self, state: dict[str, str], kinds: Iterable[str]) -> bool:
         """Can a query trust the index, given its ``state`` (as read with the query)? Not

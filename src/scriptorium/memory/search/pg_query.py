@@ -19,7 +19,9 @@ from typing import Any
 from ...errors import InvalidInput
 from ..provenance import BranchReader
 from .pg_index import PgSearchIndex, words
-from .query import (BM25_WEIGHTS, Filters, Hit, _hit, check_arguments, query_terms,
+from .embedding import Embedder, load_embedder, unpack
+from .query import (BM25_WEIGHTS, CANDIDATE_FACTOR, CANDIDATE_MIN, Filters, Hit, _hit,
+                    by_method, check_arguments, query_terms, rank_by_embedding,
                     rank_for_reader, search_plan)
 from .supersession import rank_holding_first
 
@@ -45,30 +47,40 @@ WITH terms AS (
 # the OR of every term, as a scalar subquery: an InitPlan, so the GIN index finds candidates
 _MATCH = "d.tsv @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM q)"
 
+# BM25 as FTS5 computes it, from the postings of the query's stems alone (search_terms, read
+# from its index): document frequencies are their counts, N and the mean length come from
+# search_files. The best %(depth)s documents (NULL: all) are then read, filtered and ordered;
+# ``edge`` (the worst score cut to) and ``candidates`` tell the caller whether the cut could
+# have changed the answer (see _sure).
 _BM25 = _TERMS + """, stats AS MATERIALIZED (
     SELECT greatest(sum(docs), 1)::float8 AS n,
            greatest(sum(tokens)::float8 / greatest(sum(docs), 1), 1e-9) AS avgdl
     FROM search_files
 ), idf AS MATERIALIZED (
-    SELECT q.ord, q.lexeme,
-           greatest(ln((s.n - h.hits + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
+    SELECT q.lexeme, greatest(ln((s.n - h.hits + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
     FROM q CROSS JOIN stats s
-    CROSS JOIN LATERAL (SELECT count(*)::float8 AS hits FROM search_docs x
-                        WHERE x.tsv @@ q.tq) h
+    CROSS JOIN LATERAL (SELECT count(*)::float8 AS hits FROM search_terms x
+                        WHERE x.lexeme = q.lexeme) h
+), best AS MATERIALIZED (
+    SELECT t.doc, sum(i.idf * f.tf * ({k1}::float8 + 1)
+                      / (f.tf + {k1}::float8 * (1 - {b}::float8 + {b}::float8 * t.len / s.avgdl)))
+           AS score
+    FROM idf i JOIN search_terms t ON t.lexeme = i.lexeme CROSS JOIN stats s
+    CROSS JOIN LATERAL (SELECT t.a * {wa}::float8 + t.b * {wb}::float8 + t.c * {wc}::float8
+                        AS tf) f
+    WHERE t.kind = ANY(%(kinds)s)
+    GROUP BY t.doc ORDER BY score DESC LIMIT %(depth)s
 )
-SELECT {columns}, r.score AS score
-FROM stats s CROSS JOIN search_docs d
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(i.idf * f.tf * ({k1} + 1)
-                        / (f.tf + {k1} * (1 - {b} + {b} * d.len / s.avgdl))), 0) AS score
-    FROM unnest(d.tsv) u JOIN idf i ON i.lexeme = u.lexeme
-    CROSS JOIN LATERAL (
-        SELECT sum(CASE w WHEN 'A' THEN {wa} WHEN 'B' THEN {wb} ELSE {wc} END) AS tf
-        FROM unnest(u.weights) w) f
-) r
-WHERE {match} AND {where}
+SELECT {columns}, best.score AS score, (SELECT min(score) FROM best) AS edge,
+       (SELECT count(*) FROM best) AS candidates
+FROM best JOIN search_docs d ON d.id = best.doc
+WHERE {where} {near}
 ORDER BY score DESC, d.path COLLATE "C", d.line, d.claim, d.id
 LIMIT %(limit)s"""
+# When nothing but the kind filters (and best holds only that kind), only the documents
+# scoring at least the limit-th best can be answers: read just those (ties included).
+_NEAR = """AND best.score >= (SELECT min(score) FROM (SELECT score FROM best
+                                                   ORDER BY score DESC LIMIT %(limit)s) x)"""
 
 _TS_RANK = _TERMS + """
 SELECT {columns}, ts_rank_cd('{weights}', d.tsv,
@@ -110,61 +122,116 @@ def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
 def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
                 ranking: str = DEFAULT_RANKING) -> list[tuple[dict[str, Any], float]]:
     """The ``limit`` best rows for ``query`` passing ``filters``, most relevant first, the
-    index first brought up to date (one pooled connection for both)."""
-    from psycopg.rows import dict_row
+    index first brought up to date (one pooled connection for both).
 
+    BM25 first ranks only the best raw matches (the SQLite index's candidate depth) and
+    ranks every match only when that cut could have changed the answer (see :func:`_sure`);
+    a filter that keeps few documents ranks every match at once."""
     if ranking not in RANKINGS:
         raise ValueError(f"unknown ranking {ranking!r} ({RANKINGS})")
     terms = [" ".join(words(t)) for t in query_terms(query)]
     terms = [t for t in terms if t]
     where, params = _where(filters)
-    if ranking == "bm25":
-        sql = _BM25.format(columns=_COLUMNS, k1=K1, b=B,
-                           wa=BM25_WEIGHTS[0], wb=BM25_WEIGHTS[1], wc=BM25_WEIGHTS[2],
-                           match=_MATCH, where=where)
-    else:
-        sql = _TS_RANK.format(columns=_COLUMNS, weights=_TS_WEIGHTS, norm=TS_NORMALIZATION,
-                              match=_MATCH, where=where)
     params.update(config=index.config, terms=terms, limit=limit)
     kinds = ("topic", "source") if "source" in filters.kinds else ("topic",)
+    if ranking != "bm25":
+        sql = _TS_RANK.format(columns=_COLUMNS, weights=_TS_WEIGHTS, norm=TS_NORMALIZATION,
+                              match=_MATCH, where=where)
+        return _scored(_fetch(index, sql, params, kinds, bool(terms)))
+    selective = filters.prefix or filters.window or filters.speaker or filters.cites
+    sql = _BM25.format(columns=_COLUMNS, k1=K1, b=B, wa=BM25_WEIGHTS[0], wb=BM25_WEIGHTS[1],
+                       wc=BM25_WEIGHTS[2], where=where,
+                       near="" if selective or "source" in filters.kinds else _NEAR)
+    depth = None if selective else max(CANDIDATE_FACTOR * limit, CANDIDATE_MIN)
+    rows = _fetch(index, sql, {**params, "depth": None if depth is None else depth + 1},
+                  kinds, bool(terms))
+    if depth is not None and not _sure(rows, depth, limit):
+        rows = _fetch(index, sql, {**params, "depth": None}, kinds, bool(terms))
+    for row in rows:
+        del row["edge"], row["candidates"]
+    return _scored(rows)
+
+
+def _sure(rows: list[dict[str, Any]], depth: int, limit: int) -> bool:
+    """Is the answer from the best ``depth`` + 1 raw matches the full ranking's? Filters
+    only remove documents, so yes when every match was a candidate, or when the last row
+    kept scores strictly above the worst candidate (nothing cut can displace it)."""
+    return bool(rows) and (rows[0]["candidates"] <= depth or (
+        len(rows) == limit and rows[-1]["score"] > rows[0]["edge"]))
+
+
+def _scored(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    return [(row, float(row.pop("score"))) for row in rows]
+
+
+def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[str, ...],
+           run: bool = True) -> list[dict[str, Any]]:
+    """Run ``sql`` and read the index state in one round trip (no transaction), prepared
+    on the server; when the state says the index is behind the home, catch up first (in
+    one transaction) and run it again."""
+    from psycopg.rows import dict_row
+
     with index.pg.connection() as conn:
         for _ in range(2):
-            # one round trip, no transaction: the index state and the ranking together
             conn.autocommit = True
             try:
                 with conn.pipeline():
-                    state_cur = conn.execute("SELECT key, value FROM search_state")
+                    state_cur = conn.execute("SELECT key, value FROM search_state",
+                                             prepare=True)
                     cur = conn.cursor(row_factory=dict_row)
-                    if terms:
-                        cur.execute(sql, params)
+                    if run:
+                        cur.execute(sql, params, prepare=True)
                 state = dict(state_cur.fetchall())
-                rows = cur.fetchall() if terms else []
+                rows = cur.fetchall() if run else []
             finally:
                 conn.autocommit = False
             if index.is_current(state, kinds):
                 break
             index.ensure_current(kinds, conn)  # rare: catch up in one transaction, then again
             conn.commit()
-    return [(row, float(row.pop("score"))) for row in rows]
+    return rows
+
+
+def embedding_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
+                   embedder: Embedder) -> list[tuple[dict[str, Any], float]]:
+    """Cosine similarity of the query to every document passing the filters, as the SQLite
+    index does it; the vectors are cached in ``search_vectors`` (model, text hash), so only
+    new or changed documents are embedded again. No pgvector: the cosine is computed here."""
+    where, params = _where(filters)
+    kinds = ("topic", "source") if "source" in filters.kinds else ("topic",)
+    rows = _fetch(index, f"SELECT {_COLUMNS} FROM search_docs d WHERE {where} "
+                  "ORDER BY d.path COLLATE \"C\", d.line, d.claim, d.id", params, kinds)
+
+    def cached(keys: set[str]) -> dict[str, Any]:
+        with index.pg.connection() as conn:
+            return {key: unpack(vec) for key, vec in conn.execute(
+                "SELECT key, vec FROM search_vectors WHERE model = %s AND key = ANY(%s)",
+                (embedder.name, sorted(keys)))}
+
+    def save(pairs: list[tuple[str, bytes]]) -> None:
+        with index.pg.connection() as conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO search_vectors (model, key, vec) VALUES (%s, %s, %s) "
+                            "ON CONFLICT DO NOTHING", [(embedder.name, k, v) for k, v in pairs])
+
+    return rank_by_embedding(rows, query, limit, embedder, cached, save)
 
 
 def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
               path_prefix: str | None = None, since: str | None = None,
               until: str | None = None, speaker: str | None = None,
               include_sources: bool = False, method: str = "bm25",
+              embedder: Embedder | None = None,
               session: str | None = None, head: str | None = None, store: Any = None,
               reader: BranchReader | None = None, own_session: bool = False,
               ranking: str = DEFAULT_RANKING) -> list[Hit]:
     """:func:`.query.search` on a PostgreSQL home: the ``top_k`` best topic claims (and
-    archived turns when ``include_sources``) with the same filters, supersession and
-    branch-aware ranking. ``store`` is the home's session store (needed with ``session``).
-    Only ``bm25`` is offered: the embedding cache lives in the SQLite index."""
+    archived turns when ``include_sources``) by ``method`` (bm25, embedding or hybrid, as
+    there: the local model, else EMBEDDING_UNAVAILABLE), with the same filters, supersession
+    and branch-aware ranking. ``store`` is the home's session store (needed with
+    ``session``)."""
     filters, _ = check_arguments(
         query, top_k=top_k, path_prefix=path_prefix, since=since, until=until,
         speaker=speaker, include_sources=include_sources, method=method)
-    if method != "bm25":
-        raise InvalidInput(f"search method {method!r} is not available on a PostgreSQL home "
-                           "yet (use bm25)")
     if reader is None and session is not None:
         if store is None:
             raise InvalidInput("a branch-aware search needs the home's session store")
@@ -172,8 +239,12 @@ def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
     elif reader is None and head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
     filters, depth = search_plan(filters, top_k, reader, own_session)
-    ranked = rank_holding_first(index, ranked_rows(index, query, filters, depth, ranking),
-                                reader)
+    if method != "bm25" and embedder is None:
+        embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
+    ranked = by_method(
+        method, depth, lambda n: ranked_rows(index, query, filters, n, ranking),
+        lambda n: embedding_rows(index, query, filters, n, embedder))  # type: ignore[arg-type]
+    ranked = rank_holding_first(index, ranked, reader)
     if reader is None:
         return [_hit(row, score) for row, score in ranked[:top_k]]
     return rank_for_reader(reader, ranked, top_k)

@@ -13,7 +13,7 @@ import logging
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ...errors import InvalidInput
 from ...sessions import SessionStore
@@ -46,6 +46,8 @@ CANDIDATE_MIN = 32
 # How deep a search looks before superseded claims are ranked down, so the claim that
 # replaces one is among the candidates even when the query matches the old one better.
 SUPERSESSION_DEPTH = 20
+
+Ranked = list[tuple[dict[str, Any], float]]  # rows of either index, most relevant first
 
 
 @dataclass
@@ -259,11 +261,27 @@ def embedding_rows(index: SearchIndex, query: str, filters: Filters, limit: int,
     clauses, params = _where(filters)
     rows = index.rows(f"SELECT {_COLUMNS} FROM docs d WHERE {' AND '.join(clauses)} "
                       "ORDER BY d.path, d.line, d.claim, d.id", params)
+
+    def save(pairs: list[tuple[str, bytes]]) -> None:
+        index.write_many("INSERT OR REPLACE INTO vectors VALUES (?,?,?)",
+                         [(embedder.name, k, v) for k, v in pairs])
+
+    return rank_by_embedding(rows, query, limit, embedder,
+                             lambda keys: _cached_vectors(index, embedder, keys), save)
+
+
+def rank_by_embedding(rows: list[dict[str, Any]], query: str, limit: int, embedder: Embedder,
+                      cached: Callable[[set[str]], dict[str, Any]],
+                      save: Callable[[list[tuple[str, bytes]]], None]
+                      ) -> list[tuple[dict[str, Any], float]]:
+    """The ``limit`` of ``rows`` (documents, in a stable order) most similar to ``query``:
+    the vectors ``cached`` has for their texts' keys, the others embedded now and handed to
+    ``save`` (key, packed vector). Either index supplies its own cache."""
     if not rows:
         return []
     texts = {row["id"]: _embed_text(row) for row in rows}
     keys = {doc_id: text_key(text) for doc_id, text in texts.items()}
-    vectors = _cached_vectors(index, embedder, set(keys.values()))
+    vectors = cached(set(keys.values()))
     missing = sorted({keys[i] for i in texts if keys[i] not in vectors})
     if missing:
         by_key = {keys[i]: texts[i] for i in texts}
@@ -271,8 +289,7 @@ def embedding_rows(index: SearchIndex, query: str, filters: Filters, limit: int,
         if len(fresh) != len(missing):
             raise RuntimeError(f"embedder {embedder.name} returned {len(fresh)} vectors for "
                                f"{len(missing)} texts")
-        index.write_many("INSERT OR REPLACE INTO vectors VALUES (?,?,?)",
-                         [(embedder.name, k, pack(v)) for k, v in zip(missing, fresh)])
+        save([(k, pack(v)) for k, v in zip(missing, fresh)])
         for k, v in zip(missing, fresh):
             vectors[k] = list(v)
     query_vec = embedder.embed([query])[0]
@@ -280,6 +297,18 @@ def embedding_rows(index: SearchIndex, query: str, filters: Filters, limit: int,
     ranked = rank_by_similarity(query_vec, [(row["id"], vectors[keys[row["id"]]])
                                             for row in rows])
     return [(by_id[doc_id], score) for doc_id, score in ranked[:limit]]
+
+
+def by_method(method: str, top_k: int, lexical: Callable[[int], Ranked],
+              semantic: Callable[[int], Ranked]) -> Ranked:
+    """The ``top_k`` best rows by ``method``, given how either index ranks ``depth`` rows
+    lexically (BM25) and by embedding: hybrid fuses both, each ``FUSION_DEPTH`` deep."""
+    if method == "bm25":
+        return lexical(top_k)
+    if method == "embedding":
+        return semantic(top_k)
+    depth = max(FUSION_DEPTH, top_k)
+    return fuse([lexical(depth), semantic(depth)], top_k)
 
 
 def _embed_text(row: dict[str, Any]) -> str:
@@ -453,12 +482,11 @@ def _run(index: SearchIndex, method: str, query: str, match: str, filters: Filte
          include_sources: bool,
          embedder: Embedder | None) -> list[tuple[dict[str, Any], float]]:
     index.refresh(("topic", "source") if include_sources else ("topic",), full=False)
-    if method == "bm25":
-        return bm25_rows(index, match, filters, top_k)
-    assert embedder is not None
-    if method == "embedding":
-        return embedding_rows(index, query, filters, top_k, embedder)
-    depth = max(FUSION_DEPTH, top_k)
-    lexical = bm25_rows(index, match, filters, depth) if match else []
-    semantic = embedding_rows(index, query, filters, depth, embedder)
-    return fuse([lexical, semantic], top_k)
+    return by_method(
+        method, top_k, lambda depth: bm25_rows(index, match, filters, depth) if match else [],
+        lambda depth: embedding_rows(index, query, filters, depth, _need(embedder)))
+
+
+def _need(embedder: Embedder | None) -> Embedder:
+    assert embedder is not None  # search() loads one for every method but bm25
+    return embedder
