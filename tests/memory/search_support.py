@@ -97,3 +97,30 @@ def write_offsite(ws: Workspace,
         [("Deploys happen on Tuesdays after 14:00 UTC only.", [ids[4]], "2025-12-01")],
     ], heading="Production")
     return ws
+
+
+# Concepts a "model" knows are related though they share no word.
+CONCEPTS = {"car": 0, "automobile": 0, "vehicle": 0, "sedan": 0,
+            "cat": 1, "kitten": 1, "feline": 1,
+            "money": 2, "budget": 2, "euros": 2, "cost": 2}
+
+
+class FakeEmbedder:
+    """Bag of concepts: texts about the same concept point the same way (an embedding model
+    for tests, offline and deterministic)."""
+
+    name = "fake-concepts"
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        out = []
+        for text in texts:
+            vec = [0.0, 0.0, 0.0, 0.01]
+            for word in text.lower().replace(".", " ").split():
+                if word in CONCEPTS:
+                    vec[CONCEPTS[word]] += 1.0
+            out.append(vec)
+        return out

@@ -16,35 +16,9 @@ from scriptorium.memory.search import EmbeddingUnavailable, rrf_fuse, search
 from scriptorium.memory.search import embedding as embedding_mod
 from scriptorium.memory.workspace import Workspace
 
-from search_support import archive, open_ws, write_paragraphs
+from search_support import FakeEmbedder, archive, open_ws, write_paragraphs
 
 TS = "2026-08-01T10:00:00+00:00"
-# Concepts a "model" knows are related though they share no word.
-CONCEPTS = {"car": 0, "automobile": 0, "vehicle": 0, "sedan": 0,
-            "cat": 1, "kitten": 1, "feline": 1,
-            "money": 2, "budget": 2, "euros": 2, "cost": 2}
-
-
-class FakeEmbedder:
-    """Bag of concepts: texts about the same concept point the same way."""
-
-    name = "fake-concepts"
-
-    def __init__(self):
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts):
-        self.calls.append(list(texts))
-        out = []
-        for text in texts:
-            vec = [0.0, 0.0, 0.0, 0.01]
-            for word in text.lower().replace(".", " ").split():
-                if word in CONCEPTS:
-                    vec[CONCEPTS[word]] += 1.0
-            out.append(vec)
-        return out
-
-
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     ws = open_ws(tmp_path / "memory")

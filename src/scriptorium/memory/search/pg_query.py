@@ -142,7 +142,7 @@ def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
     sql = _BM25.format(columns=_COLUMNS, k1=K1, b=B, wa=BM25_WEIGHTS[0], wb=BM25_WEIGHTS[1],
                        wc=BM25_WEIGHTS[2], where=where,
                        near="" if selective or "source" in filters.kinds else _NEAR)
-    depth = None if selective else max(CANDIDATE_FACTOR * limit, CANDIDATE_MIN)
+    depth = None if selective else candidate_depth(limit)
     rows = _fetch(index, sql, {**params, "depth": None if depth is None else depth + 1},
                   kinds, bool(terms))
     if depth is not None and not _sure(rows, depth, limit):
@@ -150,6 +150,12 @@ def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
     for row in rows:
         del row["edge"], row["candidates"]
     return _scored(rows)
+
+
+def candidate_depth(limit: int) -> int:
+    """How many raw matches are ranked before the answer is known to be the full ranking's
+    (the SQLite index's depth)."""
+    return max(CANDIDATE_FACTOR * limit, CANDIDATE_MIN)
 
 
 def _sure(rows: list[dict[str, Any]], depth: int, limit: int) -> bool:
