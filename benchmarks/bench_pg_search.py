@@ -19,12 +19,13 @@ The database round trip is local (127.0.0.1). Machine load is printed with every
 Usage:
     python benchmarks/bench_pg_search.py [--sizes 0.5,2] [--queries 20] [--writes 8]
         [--configs scriptorium_stem,english,simple] [--rankings bm25,ts_rank_cd]
-        [--english-sessions 30] [--pg URL]
+        [--english-sessions 30] [--pg URL] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -94,10 +95,17 @@ def one_size(url: str, mb: float, queries: list[str], writes: int, configs: list
             index = PgSearchIndex(pg, DirectorySource(ws))
             build_sqlite = ms(rebuild, ws, False)
             build_pg = ms(index.rebuild, False)
-            search(ws, queries[0])
-            pg_search(index, queries[0])
-            warm_sqlite = [ms(search, ws, q) for q in queries for _ in range(2)]
-            warm_pg = [ms(pg_search, index, q) for q in queries for _ in range(2)]
+            for q in queries:  # every query once: prepared, cached, planned
+                search(ws, q)
+                pg_search(index, q)
+            cpu0 = time.process_time()
+            warm_sqlite = [ms(search, ws, q) for q in queries for _ in range(3)]
+            cpu_sqlite = (time.process_time() - cpu0) * 1000 / len(warm_sqlite)
+            server = ServerCpu(pg)
+            cpu0 = time.process_time()
+            warm_pg = [ms(pg_search, index, q) for q in queries for _ in range(3)]
+            cpu_client = (time.process_time() - cpu0) * 1000 / len(warm_pg)
+            cpu_server = server.ms() / len(warm_pg)
             hook_ms: dict[str, list[float]] = {"sqlite": [], "pg": []}
 
             def timed_hook(name: str, fn: Callable[[Any, Any], None]) -> Callable:
@@ -108,16 +116,23 @@ def one_size(url: str, mb: float, queries: list[str], writes: int, configs: list
 
             ws.add_install_hook(timed_hook("sqlite", update_index))
             ws.add_install_hook(timed_hook("pg", index.install_hook))
-            after_sqlite, after_pg = _writes(ws, index, queries, writes)
+            after, again = _writes(ws, index, queries, writes)
+            after_sqlite, after_pg = after
+            cpu_pg = f"{cpu_client:.2f} + {cpu_server:.2f}" if cpu_server == cpu_server else \
+                f"{cpu_client:.2f} + ?"
             print(f"| {topics / 1e6:.1f} MB | {index.count()} | "
                   f"{build_pg / 1000:.2f} / {build_sqlite / 1000:.2f} s "
                   f"({build_pg / build_sqlite:.1f}×) | "
                   f"{statistics.median(warm_pg):.2f} / {statistics.median(warm_sqlite):.2f} ms "
                   f"({statistics.median(warm_pg) / statistics.median(warm_sqlite):.1f}×) | "
                   f"{pct(warm_pg, .95):.2f} / {pct(warm_sqlite, .95):.2f} ms | "
+                  f"{cpu_pg} / {cpu_sqlite:.2f} ms "
+                  f"({(cpu_client + cpu_server) / cpu_sqlite:.1f}×) | "
                   f"{statistics.median(hook_ms['pg']):.1f} / "
                   f"{statistics.median(hook_ms['sqlite']):.1f} ms | "
                   f"{statistics.median(after_pg):.2f} / {statistics.median(after_sqlite):.2f} ms "
+                  f"| {statistics.median(a / b for a, b in zip(after_pg, again[1])):.1f}× / "
+                  f"{statistics.median(a / b for a, b in zip(after_sqlite, again[0])):.1f}× "
                   f"| {load()} |", flush=True)
             for config in configs:
                 variant = PgSearchIndex(pg, DirectorySource(ws), config=config)
@@ -131,14 +146,41 @@ def one_size(url: str, mb: float, queries: list[str], writes: int, configs: list
 AGREEMENT: list[str] = []
 
 
+class ServerCpu:
+    """CPU time the server's client backends spent since this was made (read from /proc:
+    the server must run on this machine; NaN otherwise). The query path is timed this way
+    too because wall-clock time on a loaded machine counts the waits for a core."""
+
+    def __init__(self, pg: PgHome) -> None:
+        with pg.connection() as conn:
+            self.pids = [pid for (pid,) in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'")]
+        self.start = self._total()
+
+    def _total(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return float("nan")
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    def ms(self) -> float:
+        return (self._total() - self.start) * 1000
+
+
 def _writes(ws: Workspace, index: PgSearchIndex, queries: list[str],
-            writes: int) -> tuple[list[float], list[float]]:
+            writes: int) -> tuple[tuple[list[float], list[float]],
+                                  tuple[list[float], list[float]]]:
     """Add a paragraph to one topic per write (a real transaction), then time one query on
-    each index and check both find the new words."""
+    each index, and the same query once more (warm), and check both find the new words.
+    Returns (first after the write, again) times, each (SQLite, PG)."""
     root = Path(ws.root)
     files = sorted(p.relative_to(root).as_posix() for p in (root / "topics").rglob("*.md"))
     sid = "openprogram/s-0/n0"
-    after_sqlite, after_pg = [], []
+    after_sqlite, after_pg, again_sqlite, again_pg = [], [], [], []
     for i in range(writes):
         rel = files[(i * 7919) % len(files)]
         with ws.begin(allowed_sources=[sid]) as tx:
@@ -149,9 +191,11 @@ def _writes(ws: Workspace, index: PgSearchIndex, queries: list[str],
         q = queries[i % len(queries)]
         after_sqlite.append(ms(search, ws, q))
         after_pg.append(ms(pg_search, index, q))
+        again_sqlite.append(ms(search, ws, q))
+        again_pg.append(ms(pg_search, index, q))
         assert [h.path for h in search(ws, f"marker{i}x")] == [rel]
         assert [h.path for h in pg_search(index, f"marker{i}x")] == [rel]
-    return after_sqlite, after_pg
+    return (after_sqlite, after_pg), (again_sqlite, again_pg)
 
 
 def english(url: str, sessions: int, configs: list[str], rankings: list[str]) -> None:
@@ -187,7 +231,11 @@ def main() -> None:
     ap.add_argument("--english-sessions", type=int, default=30,
                     help="bench_recall conversations for the English agreement (0: skip)")
     ap.add_argument("--pg", help="a PostgreSQL server URL (default: start a throwaway one)")
+    ap.add_argument("--quick", action="store_true", help="only the default configuration and "
+                    "BM25, no English agreement run (the speed table and its agreement)")
     args = ap.parse_args()
+    if args.quick:
+        args.configs, args.rankings, args.english_sessions = "scriptorium_stem", "bm25", 0
     server = None
     url = args.pg
     if url is None:
@@ -201,9 +249,10 @@ def main() -> None:
               "PostgreSQL on 127.0.0.1; ours = PostgreSQL home, baseline = directory home "
               "(SQLite FTS5)\n")
         print("| topics | documents | index build: PG / SQLite | warm query p50: PG / SQLite | "
-              "warm p95: PG / SQLite | index update per write (hook): PG / SQLite | first "
-              "query after a write: PG / SQLite | load |")
-        print("|---|---|---|---|---|---|---|---|")
+              "warm p95: PG / SQLite | warm CPU per query: PG (client + server) / SQLite | "
+              "index update per write (hook): PG / SQLite | first query after a write: PG / "
+              "SQLite | first after a write ÷ the same query again: PG / SQLite | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for mb in (float(x) for x in args.sizes.split(",")):
             rnd = random.Random(11)
             vocab = vocabulary(random.Random(7))

@@ -172,9 +172,10 @@ def _scored(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
 
 def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[str, ...],
            run: bool = True) -> list[dict[str, Any]]:
-    """Run ``sql`` and read the index state in one round trip (no transaction), prepared
-    on the server; when the state says the index is behind the home, catch up first (in
-    one transaction) and run it again."""
+    """Run ``sql`` and read the index state in one round trip (one implicit transaction),
+    prepared on the server with its generic plan (planning costs more than running it);
+    when the state says the index is behind the home, catch up first (in one transaction)
+    and run it again."""
     from psycopg.rows import dict_row
 
     with index.pg.connection() as conn:
@@ -182,6 +183,8 @@ def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[
             conn.autocommit = True
             try:
                 with conn.pipeline():
+                    conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', "
+                                 "true)", prepare=True)
                     state_cur = conn.execute("SELECT key, value FROM search_state",
                                              prepare=True)
                     cur = conn.cursor(row_factory=dict_row)
