@@ -6,7 +6,9 @@ It holds the same documents as the SQLite index (:mod:`.documents`), tokenized t
 diacritics, PostgreSQL only stems (``scriptorium_stem``: the English Snowball stemmer with no
 stop words, as porter keeps every word). Weights: A = what is said and its CJK grams, B =
 where it is filed (path words, headings, speaker), C = its dates; BM25's document length
-(``len``) counts the same tokens FTS5 counts.
+(``len``) counts the same tokens FTS5 counts. Each document's postings (``search_terms``: stem,
+document, occurrences per weight) are written and deleted with it, so BM25 never reads a
+document that does not hold a query stem.
 
 Kept current like the SQLite index: the install hook re-indexes the files a transaction
 changed (inside the install's own database transaction when the home passes its connection),

@@ -1,15 +1,21 @@
-"""Searching a PostgreSQL home: the same arguments, filters and :class:`~.query.Hit` objects as
-the SQLite search (:func:`.query.search`), over the ``search_docs`` table.
+"""Searching a PostgreSQL home: the same arguments, filters, methods (bm25, embedding,
+hybrid) and :class:`~.query.Hit` objects as the SQLite search (:func:`.query.search`), over
+the ``search_docs`` table.
 
 Ranking. FTS5's ``bm25()`` is Okapi BM25 (k1 1.2, b 0.75) with per-column weights; PostgreSQL's
 own ``ts_rank_cd`` has no inverse document frequency (a common word counts as much as a rare
 one): its top 5 held 82% of SQLite's and was identical for a quarter of the queries on English
 memory (``benchmarks/bench_pg_search.py``). The default ranking (``bm25``) therefore computes
-the same formula in SQL (100% / 100% there): the
-GIN index finds the candidates, each query term's document frequency is one GIN count, the
-corpus size and average length come from the per-file totals, and a candidate's term
-frequencies are read from its ``tsvector`` (weight A counts 1, B and C 0.5, as the SQLite
-column weights). ``ts_rank_cd`` is kept as an option for comparison.
+the same formula in SQL (100% / 100% there) from the postings (``search_terms``: one row per
+stem and document with its counts per weight, A counting 1 and B, C 0.5 as the SQLite column
+weights): only the query's stems are read, from their index alone; a stem's document
+frequency is its number of postings; the corpus size and average length come from the
+per-file totals. As the SQLite index does, the best raw matches are ranked first and every
+match only when that cut could change the answer. ``ts_rank_cd`` (over the GIN index of the
+``tsvector``) is kept as an option for comparison.
+
+Embedding search reads every document passing the filters and ranks by cosine in Python, as
+the directory home does; vectors are cached in ``search_vectors`` (no pgvector needed).
 """
 
 from __future__ import annotations
@@ -170,6 +176,12 @@ def _scored(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
     return [(row, float(row.pop("score"))) for row in rows]
 
 
+# The index state, read in the same implicit transaction as the query after it, which it
+# sets to use its generic plan (one row even when the state is empty, so the setting holds)
+_STATE = ("SELECT s.key, s.value FROM (SELECT set_config('plan_cache_mode', "
+          "'force_generic_plan', true)) g LEFT JOIN search_state s ON true")
+
+
 def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[str, ...],
            run: bool = True) -> list[dict[str, Any]]:
     """Run ``sql`` and read the index state in one round trip (one implicit transaction),
@@ -183,14 +195,11 @@ def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[
             conn.autocommit = True
             try:
                 with conn.pipeline():
-                    conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', "
-                                 "true)", prepare=True)
-                    state_cur = conn.execute("SELECT key, value FROM search_state",
-                                             prepare=True)
+                    state_cur = conn.execute(_STATE, prepare=True)
                     cur = conn.cursor(row_factory=dict_row)
                     if run:
                         cur.execute(sql, params, prepare=True)
-                state = dict(state_cur.fetchall())
+                state = {k: v for k, v in state_cur.fetchall() if k is not None}
                 rows = cur.fetchall() if run else []
             finally:
                 conn.autocommit = False
