@@ -157,3 +157,21 @@ def test_homes_sharing_a_database_never_wait_on_each_others_file_locks(pg_server
             worker.start()
             assert done.wait(120), "the other home waited on this home's lock"
         worker.join()
+
+
+def test_a_home_indexed_before_postings_existed_gets_them_on_upgrade(pg_url, tmp_path):
+    ws = write_offsite(open_ws(tmp_path / "memory"))
+    with PgHome.open(pg_url) as pg:
+        index = PgSearchIndex(pg, DirectorySource(ws))
+        index.rebuild(True)
+        before = [(h.path, h.line, h.claim, h.score) for h in
+                  pg_query.pg_search(index, "offsite budget people", include_sources=True)]
+        stored, _ = postings(pg)
+        with pg.connection() as conn:  # back to the search schema of the release before
+            conn.execute("DROP TABLE search_terms, search_vectors")
+            conn.execute("UPDATE schema_version SET version = 1 WHERE component = 'search'")
+    with PgHome.open(pg_url) as pg:  # opening upgrades the schema
+        assert postings(pg)[0] == stored
+        index = PgSearchIndex(pg, DirectorySource(ws))
+        assert [(h.path, h.line, h.claim, h.score) for h in pg_query.pg_search(
+            index, "offsite budget people", include_sources=True)] == before
