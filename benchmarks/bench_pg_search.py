@@ -4,9 +4,13 @@ For synthetic workspaces (the generator of bench_search.py: topics citing archiv
 process indexes the same files both ways and reports, side by side:
 
 - index build: the whole index from the files;
-- warm query p50 / p95 (topic claims, top 5), nothing changed in between;
+- warm query p50 / p95 (topic claims, top 5), nothing changed in between, the two indexes'
+  queries interleaved so both see the same machine load; and the CPU time per warm query
+  (PostgreSQL: this process plus the server's backends, read from /proc), which the load
+  does not inflate the way it inflates a round trip's wall-clock time;
 - the install hook's index update per write, and the first query after that write (a real
-  transaction adds a paragraph to one topic; both indexes are attached to the workspace);
+  transaction adds a paragraph to one topic; both indexes are attached to the workspace),
+  also as a ratio to the same query run again right after;
 - top-5 agreement with the SQLite BM25 ranking, for each text search configuration and
   ranking asked for: the mean share of SQLite's top 5 that PostgreSQL's top 5 also holds,
   and the share of queries whose top 5 is identical in order; on the synthetic topics (no
@@ -98,14 +102,21 @@ def one_size(url: str, mb: float, queries: list[str], writes: int, configs: list
             for q in queries:  # every query once: prepared, cached, planned
                 search(ws, q)
                 pg_search(index, q)
-            cpu0 = time.process_time()
-            warm_sqlite = [ms(search, ws, q) for q in queries for _ in range(3)]
-            cpu_sqlite = (time.process_time() - cpu0) * 1000 / len(warm_sqlite)
+            # interleaved, so both see the same machine load; CPU summed per side
+            warm_sqlite, warm_pg, cpu = [], [], {"sqlite": 0.0, "client": 0.0, "server": 0.0}
             server = ServerCpu(pg)
-            cpu0 = time.process_time()
-            warm_pg = [ms(pg_search, index, q) for q in queries for _ in range(3)]
-            cpu_client = (time.process_time() - cpu0) * 1000 / len(warm_pg)
-            cpu_server = server.ms() / len(warm_pg)
+            for i, q in enumerate(queries * 5):
+                for side in (("sqlite", "pg") if i % 2 else ("pg", "sqlite")):
+                    cpu0, server0 = time.process_time(), server.ms()
+                    if side == "sqlite":
+                        warm_sqlite.append(ms(search, ws, q))
+                        cpu["sqlite"] += (time.process_time() - cpu0) * 1000
+                    else:
+                        warm_pg.append(ms(pg_search, index, q))
+                        cpu["client"] += (time.process_time() - cpu0) * 1000
+                        cpu["server"] += server.ms() - server0
+            cpu_sqlite, cpu_client, cpu_server = (cpu[k] / len(warm_pg)
+                                                  for k in ("sqlite", "client", "server"))
             hook_ms: dict[str, list[float]] = {"sqlite": [], "pg": []}
 
             def timed_hook(name: str, fn: Callable[[Any, Any], None]) -> Callable:
