@@ -53,7 +53,9 @@ def alive() -> Counter[str]:
     counts: Counter[str] = Counter()
     for obj in gc.get_objects():
         kind = type(obj)
-        if kind.__module__.startswith("scriptorium") and kind.__name__ not in CATALOG_TYPES:
+        module = kind.__module__  # not a str for some extension types (psycopg's Cython ones)
+        if isinstance(module, str) and module.startswith("scriptorium") \
+                and kind.__name__ not in CATALOG_TYPES:
             counts[f"{kind.__module__}.{kind.__qualname__}"] += 1
         elif isinstance(obj, (sqlite3.Connection, PurePath)):
             counts[type(obj).__name__] += 1
