@@ -36,7 +36,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from workspaces import BASELINE_COMMIT, baseline_src, copy_workspace, load, ours_src

@@ -45,8 +45,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, KeysView, Protoc
 from ..errors import ScriptoriumError
 from ..fsutil import atomic_write_text
 from .topics import TopicDoc, parse_topic_bytes
-# (re-exported: the search indexes and moved.py import them from here)
-from .walk import markdown_files as markdown_files, sources_signature as sources_signature
+from .walk import markdown_files, sources_signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sources import SourceArchive

@@ -24,8 +24,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from .catalog import (Fingerprint, TopicCatalog, TopicSummary, fingerprint, is_racy,
-                      markdown_files, sha256, sources_signature)
+from .catalog import Fingerprint, TopicCatalog, TopicSummary, fingerprint, is_racy, sha256
+from .walk import markdown_files, sources_signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from .directory import WorkspaceDir

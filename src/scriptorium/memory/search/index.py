@@ -41,11 +41,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...errors import ConcurrentUpdate, ReasonCode
-from ..catalog import markdown_files, sources_signature
+from ..walk import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
 from .documents import TOP, Document, file_documents, kind_of, logical_path
-from .rows import SPEAKER_SEP as SPEAKER_SEP  # query.py reads it from here
 from .rows import TABLES, Rows
 from .resolve import Resolver
 

@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
-from ..catalog import markdown_files, sources_signature
+from ..walk import markdown_files, sources_signature
 from ..directory import read_generation
 from ..sources import Frame
 from .documents import TOP, Document, file_documents as _file_documents, kind_of, speaker_keys

@@ -22,7 +22,8 @@ from ..records import PROVIDER
 from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
-from .index import SPEAKER_SEP, SearchIndex, SearchIndexUnavailable
+from .index import SearchIndex, SearchIndexUnavailable
+from .rows import SPEAKER_SEP
 from .supersession import rank_holding_first
 
 log = logging.getLogger(__name__)
