@@ -45,12 +45,17 @@ def offsite(tmp_path: Path) -> Workspace:
 
 @pytest.fixture(scope="module")
 def shared(pg_server_url, tmp_path_factory):
-    """One written workspace and its PostgreSQL index, for the tests that only read them."""
+    """One written workspace and its PostgreSQL index, for the tests that only read them.
+    Both indexes hold the sources from the start: each indexes them lazily, at its first
+    query that asks for them, and BM25's document count and mean length count them, so the
+    tests must not depend on which of them ran first."""
     from pgserver import home_url
 
     ws = write_offsite(open_ws(tmp_path_factory.mktemp("shared") / "memory"), SPEAKERS)
     with PgHome.open(home_url(pg_server_url)) as home:
-        yield ws, index_of(home, ws)
+        index = index_of(home, ws)
+        assert_same(ws, index, "offsite", include_sources=True)
+        yield ws, index
 
 
 def index_of(pg: PgHome, ws: Workspace, **kw) -> PgSearchIndex:
