@@ -168,18 +168,22 @@ def test_a_writer_that_raises_fails_only_its_own_session(tmp_path: Path) -> None
     assert "RuntimeError: the writer fell over" in report.terminal[0]["failure"]["message"]
 
 
-def test_a_terminal_failure_is_retried_once_the_configuration_changes(
-        tmp_path: Path) -> None:
+def test_a_terminal_failure_is_retried_once_the_configuration_changes(homes) -> None:
+    """On both homes: a session that failed for good is left alone under the configuration
+    it failed under, and written again once that changes (here the settings)."""
     writer = PickyWriter(fail={"s"}, error=ValueError("no such model"))
-    mem = memory(tmp_path, writer)
+    mem = homes.open(writer, trigger_tokens=12, watcher_idle_seconds=0)
     talk(mem, "s", ("u1", "user", "Write me later."))
-    assert watcher(mem, idle=0).run_once(now=NOW).terminal
-    assert watcher(mem, idle=0).run_once(now=NOW).considered == 0   # same config: left alone
+    failed = mem.watch_once(now=NOW).terminal
+    assert [(r["session_id"], r["failure"]["retryable"]) for r in failed] == [("s", False)]
+    again = mem.watch_once(now=NOW)
+    assert (again.considered, again.written) == (0, [])              # same config: left alone
     writer.fail = set()
-    fixed = memory(tmp_path, writer, trigger_tokens=13)             # the user changed config
-    report = watcher(fixed, idle=0).run_once(now=NOW)
-    assert [r["session_id"] for r in report.written] == ["s"]
-    assert watcher(fixed, idle=0).load_state()["failures"] == {}
+    fixed = homes.open(writer, trigger_tokens=13, watcher_idle_seconds=0)  # the user changed it
+    report = fixed.watch_once(now=NOW)
+    assert [r["session_id"] for r in report.written] == ["s"] and report.terminal == []
+    assert [r.node_id for r in fixed.pending("s")] == []
+    assert fixed.watch_once(now=NOW).considered == 0                  # and not again after
 
 
 def test_retry_failed_retries_a_terminal_failure_under_the_same_configuration(

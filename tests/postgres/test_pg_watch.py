@@ -85,7 +85,8 @@ def test_watch_once_on_a_postgresql_home_writes_the_quiet_sessions_then_finds_no
         assert [(r["session_id"], r["marked"]) for r in third["written"]] == [("s0", ["s0u2"])]
 
 
-def test_a_session_failed_for_good_waits_until_watch_retry_failed(pg_url, monkeypatch):
+def test_a_session_failed_for_good_waits_for_retry_failed_or_a_new_configuration(
+        pg_url, monkeypatch):
     with pg_memory(pg_url) as mem:
         seed(mem, sessions=1)
         cli = Cli(pg_url)
@@ -95,12 +96,15 @@ def test_a_session_failed_for_good_waits_until_watch_retry_failed(pg_url, monkey
         failed = cli("memory", "watch", "--once", "--idle-seconds", "0", "--json")
         assert failed.exit_code == 1
         assert [r["session_id"] for r in json.loads(failed.stdout)["terminal"]] == ["s0"]
-        monkeypatch.delenv("SCRIPTORIUM_WRITER_KIND")
-        monkeypatch.delenv("SCRIPTORIUM_LLM_API_KEY_ENV")
         waits = cli.json("memory", "watch", "--once", "--idle-seconds", "0")
-        assert waits["considered"] == 0 and owed(mem)  # not retried on its own
-        retried = cli.json("memory", "watch", "--once", "--idle-seconds", "0", "--retry-failed")
-        assert [r["session_id"] for r in retried["written"]] == ["s0"]
+        assert waits["considered"] == 0 and owed(mem)  # the same configuration: left alone
+        retried = cli("memory", "watch", "--once", "--idle-seconds", "0", "--retry-failed",
+                      "--json")
+        assert [r["session_id"] for r in json.loads(retried.stdout)["terminal"]] == ["s0"]
+        monkeypatch.delenv("SCRIPTORIUM_WRITER_KIND")  # the configuration changes
+        monkeypatch.delenv("SCRIPTORIUM_LLM_API_KEY_ENV")
+        fixed = cli.json("memory", "watch", "--once", "--idle-seconds", "0")
+        assert [r["session_id"] for r in fixed["written"]] == ["s0"]
         assert owed(mem) == set()
 
 

@@ -10,11 +10,14 @@ its own connection from open to close, so a second ``import claude-code`` (on an
 for the first and then finds its files unchanged; a process that dies releases it with its
 connection.
 
-Round trips: a graph asks its state several times per source line. A session with no saved
-state (its first import) answers everything from this process, so a cold import sends only
-batched writes; a session imported before asks the database on a cache miss. What was read
-or written is cached for the graph's run up to :data:`CACHE_LIMIT` entries; past that the
-cache is written out and dropped, so memory stays bounded whatever the transcript's size.
+Round trips and memory: a graph asks its state several times per source line. What was read
+or written lately is cached (two generations of :data:`CACHE_LIMIT` entries each: when the
+young one fills, the old one is dropped), and writes are sent in batches of :data:`FLUSH_AT`
+rows, so memory stays bounded whatever the transcript's size. A session with no saved state
+(its first import) keeps, besides, a hash of every key it wrote (8 bytes each, an
+:class:`~scriptorium.sessions.bulk.IdSet`): a key it never wrote is answered "absent" with no
+query, so a cold import sends only batched writes; a session imported before, or a key that
+left the cache, asks the database.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import socket
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..sessions.bulk import IdSet
 from .ledger import FileState, Ledger
 
 if TYPE_CHECKING:  # pragma: no cover - the postgres extra is optional
     from ..postgres.connect import PgHome
 
-CACHE_LIMIT = 100_000
+CACHE_LIMIT = 5_000
+FLUSH_AT = 2_000
 
 _SELECT = {
     "pos": "SELECT anchor, side FROM import_pos WHERE session_id = %s AND id = %s",
@@ -46,6 +51,11 @@ _UPSERT = {
     "names": "INSERT INTO import_names VALUES (%s, %s, %s, %s)"
              " ON CONFLICT (session_id, space, key) DO UPDATE SET value = EXCLUDED.value",
 }
+
+
+def _hkey(table: str, key: Any) -> str:
+    """One string for a (table, key) pair, for the hash set of written keys."""
+    return "\x1f".join((table, *key)) if isinstance(key, tuple) else f"{table}\x1f{key}"
 
 
 def _text(value: str) -> str:
@@ -128,39 +138,53 @@ class PgSessionState:
             row = ledger.conn.execute("SELECT data FROM import_extra WHERE session_id = %s",
                                       (sid,)).fetchone()
         self.extra: dict[str, Any] = json.loads(row[0]) if row else {}
-        self._complete = row is None  # nothing saved yet: the cache holds every answer
+        # nothing saved yet: a key this run never wrote is absent (see the module docstring)
+        self._written: IdSet | None = IdSet() if row is None else None
         self._cache: dict[tuple[str, Any], Any] = {}
+        self._old: dict[tuple[str, Any], Any] = {}
         self._dirty: dict[str, dict[Any, tuple[Any, ...]]] = {t: {} for t in _UPSERT}
+        self._pending = 0
 
     def _get(self, table: str, key: Any) -> Any:
         if (table, key) in self._cache:
             return self._cache[table, key]
-        if self._complete:
+        if (table, key) in self._old:
+            value = self._old[table, key]
+        elif self._written is not None and _hkey(table, key) not in self._written:
             return None
-        args = (self.sid, *key) if isinstance(key, tuple) else (self.sid, key)
-        with self.ledger.guard():
-            row = self.ledger.conn.execute(_SELECT[table], args).fetchone()
-        value = None if row is None else (row if table == "pos" else row[0])
+        else:
+            self._flush()  # a key written in this run may be on its way still
+            args = (self.sid, *key) if isinstance(key, tuple) else (self.sid, key)
+            with self.ledger.guard():
+                row = self.ledger.conn.execute(_SELECT[table], args).fetchone()
+            value = None if row is None else (row if table == "pos" else row[0])
         self._remember(table, key, value)
         return value
 
     def _set(self, table: str, key: Any, value: Any, row: tuple[Any, ...]) -> None:
+        if key not in self._dirty[table]:
+            self._pending += 1
         self._dirty[table][key] = (self.sid, *row)
+        if self._written is not None:
+            self._written.add(_hkey(table, key))
         self._remember(table, key, value)
+        if self._pending >= FLUSH_AT:
+            self._flush()
 
     def _remember(self, table: str, key: Any, value: Any) -> None:
         if len(self._cache) >= CACHE_LIMIT:
-            self._flush()
-            self._cache.clear()
-            self._complete = False  # what was dropped is in the database now
+            self._old, self._cache = self._cache, {}
         self._cache[table, key] = value
 
     def _flush(self) -> None:
+        if not self._pending:
+            return
         with self.ledger.guard(), self.ledger.conn.cursor() as cur:
             for table, rows in self._dirty.items():
                 if rows:
                     cur.executemany(_UPSERT[table], list(rows.values()))
                     rows.clear()
+        self._pending = 0
 
     # --- the SessionState interface ---------------------------------------------------------
     def pos(self, node: str) -> tuple[str | None, bool] | None:

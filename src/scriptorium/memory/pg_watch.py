@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .watcher import PassReport
+from .watcher import PassReport, config_fingerprint
 from .view import MemoryView
 from .work import make_worker, pg_home_of
 
@@ -38,6 +38,26 @@ MAX_INTERVAL = 60.0
 _REQUEUE_FAILED = """
     UPDATE work_claims SET boundary_seq = 0, failure = NULL, retry_at = NULL, attempts = 0
     WHERE failure IS NOT NULL AND NOT coalesce((failure->>'retryable')::boolean, false)"""
+# ... those that failed under a configuration other than %s (all, with no argument)
+_REQUEUE_RECONFIGURED = _REQUEUE_FAILED + " AND failure->>'config' IS DISTINCT FROM %s"
+
+
+def stamp_config(memory: MemoryView, failure: dict[str, Any]) -> dict[str, Any]:
+    """A failure as the queue records it: a terminal one carries the configuration it
+    happened under (the directory watcher's :func:`~.watcher.config_fingerprint`)."""
+    if failure.get("retryable"):
+        return failure
+    return {**failure, "config": config_fingerprint(memory)}
+
+
+def requeue_reconfigured(memory: MemoryView) -> int:
+    """Sessions whose last write failed for good under another configuration than
+    ``memory``'s (settings, writer, API key) are owed their boundary write again, as the
+    directory watcher retries them; every worker and watcher does this when it starts (a
+    configuration changes only with a new process). Returns how many."""
+    with pg_home_of(memory).connection() as conn:
+        return int(conn.execute(_REQUEUE_RECONFIGURED,
+                                (config_fingerprint(memory),)).rowcount)
 
 
 def pass_report(jobs: Sequence["JobReport"]) -> PassReport:
@@ -45,16 +65,17 @@ def pass_report(jobs: Sequence["JobReport"]) -> PassReport:
     report = PassReport(considered=len(jobs))
     for job in jobs:
         marked = job.detail.get("marked")
+        failure = job.failure and {k: v for k, v in job.failure.items() if k != "config"}
         entry: dict[str, Any] = {"session_id": job.session_id,
                                  "marked": marked if isinstance(marked, list) else [],
                                  "updated_at": None}
-        if job.failure is None:
+        if not failure:
             if entry["marked"] or job.boundary:
                 report.written.append(entry)
-        elif job.failure.get("retryable"):
-            report.retry_later.append({**entry, "failure": job.failure})
+        elif failure.get("retryable"):
+            report.retry_later.append({**entry, "failure": failure})
         else:
-            report.terminal.append({**entry, "failure": job.failure})
+            report.terminal.append({**entry, "failure": failure})
     return report
 
 

@@ -60,8 +60,10 @@ class MemoryJobs:
         marked = [node for r in results for node in r.marked]
         # installs redone because another worker's install moved a topic under them
         redos = getattr(workspace, "conflicts", 0) - conflicts
-        return JobOutcome(failure=failure.to_dict() if failure else None,
-                          detail={"marked": marked, "redos": redos})
+        from .pg_watch import stamp_config
+
+        return JobOutcome(failure=stamp_config(self.memory, failure.to_dict()) if failure
+                          else None, detail={"marked": marked, "redos": redos})
 
     def _left(self, sid: str, left: "LeftTip") -> SessionResult | None:
         """The head left ``left.tip``: write that branch if it is still a live tip off the
@@ -99,8 +101,12 @@ def make_worker(memory: MemoryView, *, idle_seconds: float | None = None,
                 name: str | None = None) -> "Worker":
     """A queue worker for ``memory``'s PostgreSQL home running :class:`MemoryJobs`; the idle
     time defaults to the watcher's (``watcher_idle_seconds``), so both write at the same
-    moments."""
+    moments. Sessions that failed for good under another configuration are owed again
+    (:func:`~.pg_watch.requeue_reconfigured`)."""
     from ..postgres.worker import DEFAULT_INTERVAL, Worker
+    from .pg_watch import requeue_reconfigured
+
+    requeue_reconfigured(memory)
 
     return Worker(pg_home_of(memory), MemoryJobs(memory),
                   idle_seconds=(memory.settings.watcher_idle_seconds if idle_seconds is None

@@ -128,19 +128,35 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
             idx.meta, idx.rev = meta, rev
         return idx
 
-    def _lock(self, conn: Any, sid: str) -> PgIndex:
-        """The session's row locked for this transaction (waiting at most ``lock_timeout``,
-        then busy like the directory store's lock) and its graph up to date."""
+    @contextlib.contextmanager
+    def _lock_timeout(self, conn: Any, sid: str) -> Iterator[None]:
+        """Within: the session row's lock waits at most ``lock_timeout``, then is busy like
+        the directory store's lock (the setting is sent in the block's pipeline)."""
         from psycopg.errors import LockNotAvailable
 
         try:
-            with conn.pipeline():  # one round trip for both
+            with conn.pipeline():  # one round trip with what the block sends
                 conn.execute("SELECT set_config('lock_timeout', %s, true)",
                              (f"{int(self.lock_timeout * 1000)}ms",))
-                return self._sync(conn, sid, lock=True)
+                yield
         except LockNotAvailable:
             raise ConcurrentUpdate(f"session {sid} lock is busy ({self.root}); another writer "
                                    f"holds it") from None
+
+    def _lock(self, conn: Any, sid: str) -> PgIndex:
+        """The session's row locked for this transaction and its graph up to date."""
+        with self._lock_timeout(conn, sid):
+            return self._sync(conn, sid, lock=True)
+
+    def _lock_row(self, conn: Any, sid: str) -> tuple[dict[str, Any], int]:
+        """The session's row locked for this transaction: its meta and rev, no graph (a
+        bulk append streams; see :mod:`.pg_bulk`)."""
+        with self._lock_timeout(conn, sid):
+            row = conn.execute("SELECT meta, rev FROM sessions WHERE id = %s FOR UPDATE",
+                               (sid,)).fetchone()
+        if row is None:
+            raise SessionNotFound(f"session {sid} not found in {self.root}")
+        return row[0], row[1]
 
     def _forget(self, sid: str) -> None:
         with self._guard:
