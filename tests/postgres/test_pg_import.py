@@ -188,3 +188,62 @@ def test_a_server_gone_mid_import_stops_it_as_retryable_and_a_rerun_finishes(pg_
     rerun = import_sources(pg_store, tmp_path, "codex", files)
     assert [f.unchanged for f in rerun.files] == [True, False] and rerun.errors == []
     assert rerun.files[1].nodes_added > 0
+
+
+SESSION = "5e55f00d-0000-4000-8000-0000000000aa"
+
+
+def _chain(path: Path, turns: int, start: int = 0) -> Path:
+    """A linear Claude Code transcript of ``turns`` prompt/answer pairs, ~2.6 kB each
+    (appended after the ``start`` pairs already written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parent = f"a{start - 1}" if start else None
+    with open(path, "a", encoding="utf-8") as fh:
+        for i in range(start, start + turns):
+            for kind, uid, text in (("user", f"u{i}", "question "), ("assistant", f"a{i}",
+                                                                      "answer ")):
+                content = text * 140 if kind == "user" else [{"type": "text",
+                                                              "text": text * 170}]
+                fh.write(json.dumps({"parentUuid": parent, "type": kind, "uuid": uid,
+                                     "sessionId": SESSION, "timestamp": "2026-01-01T00:00:00Z",
+                                     "message": {"role": kind, "content": content}}) + "\n")
+                parent = uid
+    return path
+
+
+def test_an_import_holds_no_session_graph_so_its_memory_does_not_grow_with_the_transcript(
+        pg_server_url, tmp_path, monkeypatch):
+    """Nodes are streamed to the database and the ledger's cache is bounded (made tiny here,
+    so every eviction path runs): importing a transcript 4x longer costs no more memory, and
+    still gives the directory home's sessions, first import and after the file grew."""
+    import tracemalloc
+
+    from pgserver import home_url
+    from scriptorium.importers import ledger_pg
+    from scriptorium.sessions import pg_bulk
+
+    for module, name, value in ((ledger_pg, "CACHE_LIMIT", 40), (ledger_pg, "FLUSH_AT", 16),
+                                (pg_bulk, "BATCH", 16), (pg_bulk.IdSet, "MERGE_AT", 16)):
+        monkeypatch.setattr(module, name, value)
+    peaks, stores = [], []
+    for turns in (2, 30, 120):  # the first one warms up what any import loads once
+        source = _chain(tmp_path / f"src{turns}" / "s.jsonl", turns)
+        stores.append(PgSessionStore.open(home_url(pg_server_url)))
+        tracemalloc.start()
+        assert import_sources(stores[-1], tmp_path, "claude-code", [source]).errors == []
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    grown_by = 90 * 2 * 1300  # bytes of transcript the last one has over the second
+    assert peaks[2] - peaks[1] < grown_by // 10, peaks  # holding the graph: more than 1x
+    pg_store = stores[-1]
+    reference = SessionStore(tmp_path / "home" / "sessions", git=False)
+    expected = import_sources(reference, tmp_path / "home", "claude-code", [source])
+    sids = expected.changed_sessions
+    assert _shape(pg_store, sids) == _shape(reference, sids)
+    _chain(source, 30, start=120)  # the file grows: the ledger's tables answer now
+    for store, home in ((reference, tmp_path / "home"), (pg_store, tmp_path)):
+        assert import_sources(store, home, "claude-code", [source]).to_dict()[
+            "nodes_added"] == 60
+    assert _shape(pg_store, sids) == _shape(reference, sids)
+    for store in stores:
+        store.close()
