@@ -5,14 +5,19 @@ What is kept: the memory workspace's id (the value of every mark), every install
 history (git commits ↔ revision rows, replayed in order with their messages), the final
 topics, the evidence archive, the counters and the blocked-branch report (a branch blocked in
 SRC stays blocked in DST until a write there succeeds); every session with its nodes (ids,
-edges, metadata, so the marks), head and meta. Not copied: the search index (derived data,
+edges, metadata, so the marks), head and meta; the import ledger (what each source file
+contributed, so an import after the copy reads only what is new; a PostgreSQL home's file
+rows are per host: this host's go down to a directory home, see
+:mod:`~scriptorium.importers.ledger_copy`). Not copied: the search index (derived data,
 each engine has its own): DST's is rebuilt from the copied topics and archive; and any file
 in SRC's memory directory that is not memory scriptorium keeps (another program's, such as
 the reference system's ``recent_events.jsonl``): the report names each one.
 
-Order matters for a crash: identity, then memory, then sessions. Marks arrive last, so a
-copy stopped half way never has a mark in DST for memory DST does not hold yet (a write in
-DST meanwhile redoes turns, never skips them). Every part is resumable: installs DST already
+Order matters for a crash: identity, then memory, then sessions, then the import ledger.
+Marks arrive after memory, so a copy stopped half way never has a mark in DST for memory DST
+does not hold yet (a write in DST meanwhile redoes turns, never skips them); the ledger
+arrives after every node it describes, in one transaction, so an import in DST never skips
+a line whose node is not there. Every part is resumable: installs DST already
 replayed (by position and message), sessions DST already holds whole, nodes it already
 has, are skipped, so running the copy again finishes it. The copy ends by comparing both
 homes (:func:`compare`); any difference is reported and the command fails. Fault points
@@ -22,13 +27,15 @@ created in DST, its nodes not yet copied) let tests kill a real copy between ste
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .config import resolve_location
 from .errors import InvalidInput, NotFound
 from .faults import fault_point
+from .importers.ledger_copy import Tables, copy_ledger, ledger_digest, open_tables
 from .postgres.url import parse_home_url
 from .memory.search import rebuild as rebuild_index
 from .memory.writing import Memory
@@ -50,6 +57,7 @@ class CopyReport:
     sessions_copied: int = 0
     sessions_skipped: int = 0
     nodes_copied: int = 0
+    ledger_rows: int = 0
     not_copied: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -64,7 +72,7 @@ class CopyReport:
                 "blocked_branches": self.blocked_branches, "search_index": "rebuilt",
                 "sessions_copied": self.sessions_copied,
                 "sessions_skipped": self.sessions_skipped, "nodes_copied": self.nodes_copied,
-                "not_copied": self.not_copied, "verified": self.verified,
+                "import_ledger_rows": self.ledger_rows, "not_copied": self.not_copied, "verified": self.verified,
                 "problems": self.problems}
 
 
@@ -87,8 +95,20 @@ def copy_home(src: Path | str, dst: Path | str,
             _copy_session(source, dest, row["session_id"], report)
             if progress:
                 progress(row["session_id"])
+        with _ledger(source, create=False) as src, _ledger(dest, create=True) as dst:
+            report.ledger_rows = copy_ledger(src, dst)
         report.problems = compare(source, dest)
     return report
+
+
+@contextmanager
+def _ledger(memory: Memory, *, create: bool) -> Iterator[Tables]:
+    """The import ledger of ``memory``'s home (see :mod:`.importers.ledger_copy`)."""
+    tables = open_tables(memory.home, getattr(memory.store, "pg", None), create=create)
+    try:
+        yield tables
+    finally:
+        tables.close()
 
 
 def _require(home: Path | str) -> None:
@@ -209,6 +229,12 @@ def compare(source: Memory, dest: Memory) -> list[str]:
     if dst_log[:len(src_log)] != src_log:
         problems.append(f"history: {len(src_log)} install(s) in the source, the destination "
                         f"replays {len(dst_log)} of its own")
+    with _ledger(source, create=False) as src, _ledger(dest, create=False) as dst:
+        want, have = ledger_digest(src), ledger_digest(dst)
+        for table in want:
+            if want[table] != have[table]:
+                problems.append(f"import ledger: {table} rows differ ({want[table][0]} in "
+                                f"the source, {have[table][0]} in the destination)")
     for row in source.store.list_sessions():
         sid = row["session_id"]
         if not dest.store.exists(sid):

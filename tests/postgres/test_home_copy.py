@@ -121,6 +121,36 @@ def test_the_cli_copies_and_prints_one_json_document(tmp_path, pg_url):
     assert missing.exit_code == 3 and "no home" in missing.stderr
 
 
+def test_the_import_ledger_is_copied_both_ways_so_an_import_after_a_copy_reads_nothing_new(
+        tmp_path, pg_url):
+    """Directory -> PostgreSQL -> directory: after each copy the first import finds every
+    source file unchanged; a file that grew is read from where SRC stopped; a copy run again
+    writes the same ledger; a ledger that differs fails the copy's check."""
+    from test_pg_import import _chain
+
+    source = _chain(tmp_path / "src" / "s.jsonl", 6)
+    homes = written_directory_home(tmp_path / "a")
+    with Memory.open(homes.dir) as a:
+        assert a.import_sessions("claude-code", [source])["nodes_added"] == 12
+    first = copy_home(homes.dir, pg_url)
+    assert first.verified and first.ledger_rows > 0
+    assert copy_home(homes.dir, pg_url).ledger_rows == first.ledger_rows  # run again: same
+    with Memory.open(pg_url) as pg:
+        again = pg.import_sessions("claude-code", [source])
+        assert [f["unchanged"] for f in again["files"]] == [True]
+        _chain(source, 2, start=6)
+        grown = pg.import_sessions("claude-code", [source])["files"][0]
+        assert (grown["nodes_added"], grown["skipped"]) == (4, {})  # only the new lines
+    down = tmp_path / "down"
+    assert copy_home(pg_url, down).verified
+    with Memory.open(down) as d:
+        assert [f["unchanged"] for f in d.import_sessions("claude-code", [source])["files"]] \
+            == [True]
+    (down / "imports" / "state.sqlite").unlink()
+    with Memory.open(pg_url) as pg, Memory.open(down) as d:
+        assert any(p.startswith("import ledger: files rows differ") for p in compare(pg, d))
+
+
 def cli_copy(src: str, dst: str, tmp_path, fault: str | None = None) -> subprocess.Popen:
     """``scriptorium home copy SRC DST`` as a real process; with ``fault`` it pauses at that
     step (scriptorium/faults.py) and writes the flag file first."""

@@ -22,6 +22,8 @@ def _human_copy(d: dict[str, Any]) -> str:
              f"{d['blocked_branches']} blocked branch(es) kept blocked",
              f"{d['sessions_copied']} session(s) copied ({d['sessions_skipped']} already "
              f"there), {d['nodes_copied']} node(s)",
+             f"import ledger: {d['import_ledger_rows']} row(s) (an import there reads only "
+             f"what is new)",
              "search index: not copied, rebuilt in the destination from its topics and archive",
              *(["not copied (not memory scriptorium keeps): " + ", ".join(d["not_copied"])]
                if d["not_copied"] else []),
@@ -35,7 +37,7 @@ def _human_copy(d: dict[str, Any]) -> str:
 @click.argument("dst", metavar="DST")
 def copy_cmd(app: App, src: str, dst: str) -> None:
     """Copy the home SRC (a directory or postgresql://… URL) into DST, keeping ids, marks,
-    topics, archive and history; resumable (run it again after an interruption); verified
+    topics, archive, history and the import ledger; resumable (run it again after an interruption); verified
     at the end (exit 1 when the homes differ)."""
     from ..home_copy import copy_home
 

@@ -3,7 +3,8 @@
 The same records as the directory home's SQLite file (:mod:`.ledger`). A file row is keyed by
 host as well as path, because a path names a file on one machine: two hosts importing their
 own ``~/.claude/projects`` into one home keep their own offsets (a file seen from a second
-host is read once more there, and every node it holds is found already stored).
+host is read once more there, and every node it holds is found already stored). The host is
+:func:`~scriptorium.postgres.host.host_name` (``$SCRIPTORIUM_HOST``, else the OS host name).
 
 One import of a format at a time per home: the ledger holds a session-level advisory lock on
 its own connection from open to close, so a second ``import claude-code`` (on any host) waits
@@ -23,10 +24,10 @@ left the cache, asks the database.
 from __future__ import annotations
 
 import json
-import socket
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..postgres.host import host_name
 from ..sessions.bulk import IdSet
 from .ledger import FileState, Ledger
 
@@ -69,7 +70,7 @@ class PgLedger(Ledger):
 
     def __init__(self, pg: "PgHome", kind: str, host: str | None = None) -> None:
         self.pg = pg
-        self.host = host or socket.gethostname()
+        self.host = host or host_name()
         self.conn = pg.dedicated(autocommit=False)
         try:
             with self.guard():

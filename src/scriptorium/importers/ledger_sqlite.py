@@ -31,25 +31,40 @@ CREATE TABLE IF NOT EXISTS extra (sid TEXT PRIMARY KEY, data TEXT) WITHOUT ROWID
 """
 
 
+def state_path(home: Path) -> Path:
+    """Where a directory home keeps its import bookkeeping."""
+    return Path(home) / "imports" / "state.sqlite"
+
+
+def open_state_db(home: Path) -> sqlite3.Connection:
+    """The bookkeeping database of the directory home ``home`` (created with its tables if
+    missing; never through a symlink), in autocommit mode with durable commits."""
+    path = state_path(home)
+    for where in (path.parent, path):
+        if where.is_symlink():
+            raise InvalidInput(f"refusing to use import bookkeeping through a symlink: {where}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(_SCHEMA)
+    except sqlite3.DatabaseError as exc:
+        raise CorruptFile(f"corrupt import bookkeeping {path}: {exc}") from None
+    return db
+
+
 class SqliteLedger(Ledger):
     """The bookkeeping database, with the file rows of one source format loaded."""
 
     def __init__(self, home: Path, kind: str):
-        self.root = Path(home) / "imports"
-        self.path = self.root / "state.sqlite"
-        for where in (self.root, self.path):
-            if where.is_symlink():
-                raise InvalidInput(f"refusing to use import bookkeeping through a symlink: "
-                                   f"{where}")
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.db = open_state_db(home)
+        self.path = state_path(home)
         try:
-            self.db = sqlite3.connect(self.path, isolation_level=None)
-            self.db.execute("PRAGMA synchronous=FULL")
-            self.db.executescript(_SCHEMA)
             rows = self.db.execute(
                 "SELECT path, size, mtime_ns, inode, offset, lines, head, session_id, parse "
                 "FROM files WHERE kind=?", (kind,)).fetchall()
         except sqlite3.DatabaseError as exc:
+            self.db.close()
             raise CorruptFile(f"corrupt import bookkeeping {self.path}: {exc}") from None
         super().__init__(kind, {row[0]: FileState.from_row(row[1:]) for row in rows})
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import os
 import select
-import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .connect import PgHome
+from .host import host_name
 from .jobs import Job, JobOutcome, channel, claim, finish, seconds_until_due
 
 Handler = Callable[[Job], JobOutcome]
@@ -94,7 +94,7 @@ class Worker:
         self.interval = interval_seconds
         self.drain = drain
         self.retry_seconds = retry_seconds
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.name = name or f"{host_name()}:{os.getpid()}"
         self.channel = channel(pg.target.schema)
         self._conn: Any = None
 
