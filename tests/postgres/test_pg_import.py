@@ -1,7 +1,8 @@
 """Importing into a PostgreSQL home: the ledger in its tables gives the same sessions, the same
 reports and the same incremental behaviour as a directory home, on real transcripts of every
 format; `import --write` then `memory verify` is clean; concurrent and killed imports lose and
-duplicate nothing. (The importer behaviour tests in tests/importers run on both homes too.)"""
+duplicate nothing; two hosts keep their own offsets and store and write each turn once; an
+import's memory does not grow with its transcript. (The importer behaviour tests in tests/importers run on both homes too.)"""
 
 from __future__ import annotations
 
@@ -137,22 +138,6 @@ def test_an_import_killed_at_any_moment_is_completed_by_the_next_run(pg_url, pg_
     assert import_sources(pg_store, tmp_path / "unused", "pi", [source]).files[0].unchanged
 
 
-def test_a_file_seen_from_another_host_is_read_there_once_and_adds_nothing(
-        pg_store, tmp_path, monkeypatch):
-    """A path names a file on one machine: the ledger keeps offsets per host, so a second
-    host reads its own copy once; every node it holds is already stored."""
-    source = _source("codex")
-    first = import_sources(pg_store, tmp_path, "codex", [source]).files[0]
-    assert first.nodes_added > 0
-    monkeypatch.setattr("socket.gethostname", lambda: "another-host")
-    there = import_sources(pg_store, tmp_path, "codex", [source]).files[0]
-    assert not there.unchanged and there.nodes_added == 0
-    assert there.skipped["already_imported"] >= first.nodes_added
-    assert import_sources(pg_store, tmp_path, "codex", [source]).files[0].unchanged
-    monkeypatch.undo()
-    assert import_sources(pg_store, tmp_path, "codex", [source]).files[0].unchanged
-
-
 def test_an_imported_session_is_owed_to_the_queue_and_memory_watch_writes_it(pg_url):
     """An import moves the heads it sets like any writer: the home's queue owes the session
     its write, so a watcher (or `memory work`) writes it without `--write`."""
@@ -193,19 +178,19 @@ def test_a_server_gone_mid_import_stops_it_as_retryable_and_a_rerun_finishes(pg_
 SESSION = "5e55f00d-0000-4000-8000-0000000000aa"
 
 
-def _chain(path: Path, turns: int, start: int = 0) -> Path:
+def _chain(path: Path, turns: int, start: int = 0, session: str = SESSION) -> Path:
     """A linear Claude Code transcript of ``turns`` prompt/answer pairs, ~2.6 kB each
-    (appended after the ``start`` pairs already written)."""
+    (appended after the ``start`` pairs already written) of the session ``session``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    parent = f"a{start - 1}" if start else None
+    parent = f"{session[:4]}a{start - 1}" if start else None
     with open(path, "a", encoding="utf-8") as fh:
         for i in range(start, start + turns):
-            for kind, uid, text in (("user", f"u{i}", "question "), ("assistant", f"a{i}",
-                                                                      "answer ")):
+            for kind, uid, text in (("user", f"{session[:4]}u{i}", "question "),
+                                    ("assistant", f"{session[:4]}a{i}", "answer ")):
                 content = text * 140 if kind == "user" else [{"type": "text",
                                                               "text": text * 170}]
                 fh.write(json.dumps({"parentUuid": parent, "type": kind, "uuid": uid,
-                                     "sessionId": SESSION, "timestamp": "2026-01-01T00:00:00Z",
+                                     "sessionId": session, "timestamp": "2026-01-01T00:00:00Z",
                                      "message": {"role": kind, "content": content}}) + "\n")
                 parent = uid
     return path
@@ -247,3 +232,45 @@ def test_an_import_holds_no_session_graph_so_its_memory_does_not_grow_with_the_t
     assert _shape(pg_store, sids) == _shape(reference, sids)
     for store in stores:
         store.close()
+
+
+def _as_host(host: str, url: str, *args: str) -> subprocess.Popen:
+    """``scriptorium --home URL … --json`` as a real process on the host ``host``
+    (``$SCRIPTORIUM_HOST``, the identity a home's per-host state is keyed by)."""
+    env = {**os.environ, "SCRIPTORIUM_HOST": host}
+    return subprocess.Popen([sys.executable, "-m", "scriptorium", "--home", url, *args,
+                             "--json"], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def _docs(proc: subprocess.Popen) -> list[dict]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_two_hosts_keep_their_own_import_offsets_and_share_each_write_exactly_once(
+        pg_url, pg_store, tmp_path):
+    """Two processes as two hosts on one home: each imports the same folder at once (its
+    own copy, at the same path), then a worker on each drains the writes."""
+    folder = tmp_path / "projects"
+    files = [_chain(folder / "p" / f"{n}.jsonl", 3, session=f"{n}0000000-0000-4000-8000-0")
+             for n in (1, 2)]
+    both = [_as_host(h, pg_url, "import", "claude-code", str(folder)) for h in ("a", "b")]
+    # one host stores every node; the other, waiting for it, reads its own copy and adds none
+    assert sorted(_docs(p)[0]["nodes_added"] for p in both) == [0, 12]
+    with pg_store.pg.connection() as conn:
+        rows = conn.execute("SELECT host, count(*) FROM import_files GROUP BY host").fetchall()
+    assert sorted(rows) == [("a", 2), ("b", 2)]  # each host's offsets are its own
+    _chain(files[0], 1, start=3)  # the file grows on both hosts
+    grown = [_docs(_as_host(h, pg_url, "import", "claude-code", str(folder)))[0]
+             for h in ("a", "b")]
+    assert [[f["unchanged"] for f in doc["files"]] for doc in grown] == [[False, True]] * 2
+    assert sorted(doc["nodes_added"] for doc in grown) == [0, 2]  # read twice, stored once
+    workers = [_as_host(h, pg_url, "memory", "work", "--drain") for h in ("a", "b")]
+    docs = [_docs(w) for w in workers]
+    assert [d[-1]["worker"].split(":")[0] for d in docs] == ["a", "b"]
+    marked = [n for d in docs for job in d[:-1] for n in job.get("marked", [])]
+    turns = [n.id for row in pg_store.list_sessions()
+             for n in pg_store.get_nodes(row["session_id"]) if n.role in ("user", "llm")]
+    assert sorted(marked) == sorted(turns) and len(turns) == 14  # each turn written once

@@ -15,8 +15,9 @@ lock) while a job runs. So ``memory watch`` there *is* a queue worker (``memory 
 * any number of watchers share the work, and two never write one session at once.
 
 Reports keep the watcher's shape (:class:`~.watcher.PassReport`), so the command's output is
-the same on both homes. A terminal failure waits for the session's next move, or for
-``--retry-failed``.
+the same on both homes. A terminal failure waits for the session's next move, for a worker
+or watcher started under another configuration, or for ``--retry-failed`` (see
+:mod:`.failed_jobs`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .watcher import PassReport, config_fingerprint
+from .failed_jobs import REQUEUE_FAILED
+from .watcher import PassReport
 from .view import MemoryView
 from .work import make_worker, pg_home_of
 
@@ -33,32 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover - the postgres extra is optional
 
 # the safety-net wake of a watching worker at most (a missed notification costs this long)
 MAX_INTERVAL = 60.0
-
-# terminal failures (not retryable) recorded on claims: make their boundary write owed again
-_REQUEUE_FAILED = """
-    UPDATE work_claims SET boundary_seq = 0, failure = NULL, retry_at = NULL, attempts = 0
-    WHERE failure IS NOT NULL AND NOT coalesce((failure->>'retryable')::boolean, false)"""
-# ... those that failed under a configuration other than %s (all, with no argument)
-_REQUEUE_RECONFIGURED = _REQUEUE_FAILED + " AND failure->>'config' IS DISTINCT FROM %s"
-
-
-def stamp_config(memory: MemoryView, failure: dict[str, Any]) -> dict[str, Any]:
-    """A failure as the queue records it: a terminal one carries the configuration it
-    happened under (the directory watcher's :func:`~.watcher.config_fingerprint`)."""
-    if failure.get("retryable"):
-        return failure
-    return {**failure, "config": config_fingerprint(memory)}
-
-
-def requeue_reconfigured(memory: MemoryView) -> int:
-    """Sessions whose last write failed for good under another configuration than
-    ``memory``'s (settings, writer, API key) are owed their boundary write again, as the
-    directory watcher retries them; every worker and watcher does this when it starts (a
-    configuration changes only with a new process). Returns how many."""
-    with pg_home_of(memory).connection() as conn:
-        return int(conn.execute(_REQUEUE_RECONFIGURED,
-                                (config_fingerprint(memory),)).rowcount)
-
 
 def pass_report(jobs: Sequence["JobReport"]) -> PassReport:
     """Jobs run, as the watcher reports a pass: written, retry later, or failed for good."""
@@ -100,7 +76,7 @@ class PgWatcher:
         """Sessions whose last write failed for good are owed their boundary write again
         (due once quiet); returns how many."""
         with self.pg.connection() as conn:
-            return int(conn.execute(_REQUEUE_FAILED).rowcount)
+            return int(conn.execute(REQUEUE_FAILED).rowcount)
 
     def run_once(self, now: float | None = None, *, retry_failed: bool = False) -> PassReport:
         """Run every job due now (the database's clock decides: ``now`` is not used), then

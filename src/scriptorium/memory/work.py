@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, ScriptoriumError
+from .failed_jobs import requeue_reconfigured, stamp_config
 from .failures import Failure, classify
 from .results import SessionResult
 from .view import MemoryView
@@ -60,8 +61,6 @@ class MemoryJobs:
         marked = [node for r in results for node in r.marked]
         # installs redone because another worker's install moved a topic under them
         redos = getattr(workspace, "conflicts", 0) - conflicts
-        from .pg_watch import stamp_config
-
         return JobOutcome(failure=stamp_config(self.memory, failure.to_dict()) if failure
                           else None, detail={"marked": marked, "redos": redos})
 
@@ -102,13 +101,12 @@ def make_worker(memory: MemoryView, *, idle_seconds: float | None = None,
     """A queue worker for ``memory``'s PostgreSQL home running :class:`MemoryJobs`; the idle
     time defaults to the watcher's (``watcher_idle_seconds``), so both write at the same
     moments. Sessions that failed for good under another configuration are owed again
-    (:func:`~.pg_watch.requeue_reconfigured`)."""
+    (:func:`~.failed_jobs.requeue_reconfigured`)."""
     from ..postgres.worker import DEFAULT_INTERVAL, Worker
-    from .pg_watch import requeue_reconfigured
 
-    requeue_reconfigured(memory)
-
-    return Worker(pg_home_of(memory), MemoryJobs(memory),
+    pg = pg_home_of(memory)
+    requeue_reconfigured(pg, memory)
+    return Worker(pg, MemoryJobs(memory),
                   idle_seconds=(memory.settings.watcher_idle_seconds if idle_seconds is None
                                 else idle_seconds),
                   interval_seconds=(DEFAULT_INTERVAL if interval_seconds is None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any, ContextManager, Protocol
 
 from ..fsutil import check_name
 from .appends import next_activity
@@ -28,17 +28,32 @@ from .node import Node, node_from_json
 from .pg_events import log_moves
 from .pg_rows import INSERT_NODE, jsonb, node_json
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .pg_store import PgSessionStore
-
 BATCH = 500
 _SCAN = 200  # rows per page while looking for the first stored turn
+
+
+class PgRowStore(Protocol):
+    """What the appender needs of the PostgreSQL session store (:mod:`.pg_store`)."""
+
+    channel: str
+
+    def _sid(self, sid: str) -> str: ...
+
+    def _tlock(self, sid: str) -> Any: ...
+
+    def _connection(self) -> ContextManager[Any]: ...
+
+    def _lock_row(self, conn: Any, sid: str) -> tuple[dict[str, Any], int]: ...
+
+    def _forget(self, sid: str) -> None: ...
+
+    def _announce(self, events: Any) -> None: ...
 
 
 class PgBulkAppender(BatchHead):
     """Append nodes to one existing session; use as a context manager (it holds the row)."""
 
-    def __init__(self, store: "PgSessionStore", sid: str):
+    def __init__(self, store: PgRowStore, sid: str):
         self.store = store
         self.sid = sid
         self.added = 0
