@@ -257,9 +257,24 @@ def test_an_index_built_with_another_configuration_is_rebuilt_by_the_next_query(
     assert hits and stemmed.state()["config"] == "scriptorium_stem"
 
 
+def _rows(pg) -> tuple[list, list]:
+    """Every document (its id too) and every posting, as stored."""
+    with pg.connection() as conn:
+        docs = conn.execute("SELECT id - min(id) OVER (), file, path, line, claim, text, "
+                            "superseded, ranges::text, len, tsv::text FROM search_docs "
+                            "ORDER BY id").fetchall()
+        terms = conn.execute("SELECT t.lexeme, d.path, d.line, d.claim, t.kind, t.a, t.b, t.c, "
+                             "t.len FROM search_terms t JOIN search_docs d ON d.id = t.doc "
+                             "ORDER BY 1, 2, 3, 4").fetchall()
+    return docs, terms
+
+
 def test_a_rebuild_indexes_every_claim_and_turn_of_the_home(pg, offsite):
     index = index_of(pg, offsite)
-    assert index.rebuild(True) == 5 + 5
+    index.refresh(("topic", "source"))  # file by file, as writes index them
+    by_update = _rows(pg)
+    assert index.rebuild(True) == 5 + 5  # in bulk (COPY, stemmed and posted in the server)
+    assert _rows(pg) == by_update  # the same rows, in the same order
     assert index.count("claim") == 5 and index.count("source") == 5
     assert index.rebuild() == 10  # sources were indexed before: still are
 

@@ -56,6 +56,23 @@ _POSTINGS = (
     "- cardinality(array_positions(u.weights, 'B')), d.len "
     "FROM unnest(%s::bigint[]) n JOIN search_docs d ON d.id = n "
     "CROSS JOIN LATERAL unnest(d.tsv) u")
+# ... of every document (a build)
+_POSTINGS_ALL = _POSTINGS.replace(
+    "FROM unnest(%s::bigint[]) n JOIN search_docs d ON d.id = n", "FROM search_docs d")
+_GIN = "CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv)"  # as in migrations
+# A build's documents, as COPY sends them: the columns of search_docs but the tsvector's
+# four weighted texts (fa..fd, stemmed in the server) and the ranges as text; n: the order
+_STAGE = (f"CREATE TEMP TABLE search_build ON COMMIT DROP AS SELECT 0::bigint AS n, file, "
+          f"{_DOC_COLUMNS}, superseded, ''::text AS ranges, len, ''::text AS fa, "
+          "''::text AS fb, ''::text AS fc, ''::text AS fd FROM search_docs WITH NO DATA")
+_FROM_STAGE = (
+    f"INSERT INTO search_docs (file, {_DOC_COLUMNS}, superseded, ranges, len, tsv) "
+    f"SELECT file, {_DOC_COLUMNS}, superseded, ranges::datemultirange, len, "
+    "setweight(to_tsvector(%(config)s::regconfig, fa), 'A') || "
+    "setweight(to_tsvector(%(config)s::regconfig, fb), 'B') || "
+    "setweight(to_tsvector(%(config)s::regconfig, fc), 'C') || "
+    "setweight(to_tsvector(%(config)s::regconfig, fd), 'A') "
+    "FROM (SELECT * FROM search_build ORDER BY n) b")
 _TERMS_KEY = "CONSTRAINT search_terms_key PRIMARY KEY (lexeme, doc) INCLUDE (kind, a, b, c, len)"
 # ...and of documents about to be deleted (found through their own stems: the key's prefix)
 _UNPOST = ("DELETE FROM search_terms t USING search_docs d CROSS JOIN LATERAL unnest(d.tsv) u "
@@ -296,20 +313,53 @@ class PgSearchIndex:
             if include_sources is None:
                 include_sources = "source" in self.kinds(self.state(c))
             c.execute("TRUNCATE search_terms, search_docs, search_files, search_state")
-            # a million postings are stored faster without their index, which is then built
-            # once by sorting them (the table is locked by the TRUNCATE until the commit)
+            # a million postings (and the documents' GIN entries) are stored faster without
+            # their index, which is then built once by sorting them (the tables are locked
+            # by the TRUNCATE until the commit)
             c.execute("ALTER TABLE search_terms DROP CONSTRAINT search_terms_key")
-            self.refresh(("topic", "source") if include_sources else ("topic",), conn=c)
+            c.execute("DROP INDEX search_docs_tsv")
+            self._load(c, ("topic", "source") if include_sources else ("topic",))
+            c.execute(_GIN)
             c.execute(f"ALTER TABLE search_terms ADD {_TERMS_KEY}")
-            # what was inserted in bulk sits in the GIN index's pending list, which every
-            # ts_rank_cd query would scan; the planner needs statistics for every table
-            c.execute("SELECT gin_clean_pending_list('search_docs_tsv'::regclass)")
-            c.execute("ANALYZE search_docs, search_files, search_terms")
+            c.execute("ANALYZE search_docs, search_files, search_terms")  # for the planner
             count = int(c.execute("SELECT count(*) FROM search_docs").fetchone()[0])
         if conn is None:  # committed: mark the pages all-visible, so BM25 reads only the index
             with self.pg.dedicated() as own:
                 own.execute("VACUUM search_terms")
         return count
+
+    def _load(self, conn: Any, kinds: Sequence[str]) -> None:
+        """Fill the emptied index with every file of ``kinds``: files and documents sent by
+        COPY (documents into a staging table, numbered in the order an update inserts them,
+        so ids and ties rank alike), then one statement stems every document and one writes
+        every posting, in the server."""
+        generation = self.source.generation()
+        self.walks += 1
+        conn.execute(_STAGE)
+        with conn.cursor().copy(f"COPY search_build (n, file, {_DOC_COLUMNS}, superseded, "
+                                "ranges, len, fa, fb, fc, fd) FROM STDIN") as docs:
+            files, n = [], 0
+            rels = {rel for kind in kinds for rel in self.source.fingerprints(kind)}
+            for rel in sorted(rels):  # the order an update re-indexes files in
+                found = self.source.documents(rel)
+                if found is None:
+                    continue
+                found_docs, unresolved, fingerprint = found
+                tokens = 0
+                for doc in found_docs:
+                    params, length = _params(rel, doc, self.config)
+                    docs.write_row((n, *params[:19], *params[20::2]))
+                    n, tokens = n + 1, tokens + length
+                files.append((rel, kind_of(rel), fingerprint, unresolved, len(found_docs),
+                              tokens))
+        with conn.cursor().copy("COPY search_files (path, kind, fingerprint, unresolved, "
+                                "docs, tokens) FROM STDIN") as out:
+            for row in files:
+                out.write_row(row)
+        conn.execute(_FROM_STAGE, {"config": self.config})
+        conn.execute(_POSTINGS_ALL)
+        self._set(conn, kinds=json.dumps(sorted(kinds)), config=self.config,
+                  archive=self.source.archive_signature(), generation=str(generation))
 
     def is_current(self, state: dict[str, str], kinds: Iterable[str]) -> bool:
         """Can a query trust the index, given its ``state`` (as read with the query)? Not
