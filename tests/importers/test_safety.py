@@ -14,7 +14,6 @@ from scriptorium.errors import InvalidInput
 from scriptorium.fsutil import check_name
 from scriptorium.importers import import_sources
 from scriptorium.importers.ids import node_id, session_id
-from scriptorium.memory.writing import Memory
 from scriptorium.redact import redact
 from scriptorium.sessions import SessionStore
 

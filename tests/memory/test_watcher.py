@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 
-import pytest
 
 from scriptorium.config import load_settings
 from scriptorium.errors import ConcurrentUpdate

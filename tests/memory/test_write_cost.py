@@ -21,7 +21,7 @@ from scriptorium.memory.search import index as index_mod
 from scriptorium.memory.sources import archive as archive_mod
 from scriptorium.memory.workspace import Workspace
 
-from search_support import archive, open_ws, render, write_paragraphs
+from search_support import archive, open_ws, render
 
 TS = "2026-08-01T10:00:00+00:00"
 FILES = 12

@@ -4,7 +4,7 @@ and context are refused in one line until the home has a full-text index."""
 
 from __future__ import annotations
 
-from testkit import Cli, json_error
+from testkit import Cli
 
 
 def test_memory_commands_work_on_a_postgresql_home(pg_url):
