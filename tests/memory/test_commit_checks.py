@@ -153,7 +153,7 @@ def test_a_hand_edit_joins_the_history_by_name_at_the_next_commit(ws, monkeypatc
 def test_what_no_commit_named_joins_the_history_at_the_next_full_stage(ws, monkeypatch):
     from scriptorium.memory import directory as directory_mod
 
-    monkeypatch.setattr(directory_mod, "PACK_EVERY", 3)
+    monkeypatch.setattr(directory_mod, "FULL_STAGE_EVERY", 3)
     (ws.root / "topics/notes.txt").write_text("not a topic: the catalog does not track it\n")
     for n, i in enumerate((4, 5, 6)):
         with ws.begin(allowed_sources=[ws.ids[i]]) as tx:
@@ -161,7 +161,7 @@ def test_what_no_commit_named_joins_the_history_at_the_next_full_stage(ws, monke
             tx.commit(f"write {n}")
         if n == 0:
             assert "notes.txt" in git_status(ws)  # named files only: it waits
-    assert git_status(ws) == ""  # the packing commit staged everything
+    assert git_status(ws) == ""  # the third commit staged everything
     assert ws.git.log()[0]["message"] == "write 2"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from scriptorium.errors import WriteFailed
 from scriptorium.memory import catalog as catalog_mod
 from scriptorium.memory import stage as stage_mod
 from scriptorium.memory import transaction as tx_mod
@@ -180,15 +181,34 @@ def test_a_write_to_a_long_topic_indexes_only_the_new_paragraph(ws):
     assert [h.text for h in search(ws, "kiln number 0")][:1] == ["Subject 0 kiln glaze number 0."]
 
 
-def test_history_is_packed_every_few_commits(ws, monkeypatch):
-    monkeypatch.setattr(directory_mod, "PACK_EVERY", 3)
-    (ws.runtime_dir / "history-commits").write_text("0\n")
-    for k in range(3):
-        append_paragraph(ws, f"topics/area-{k}/t{k}.md", f"Fact {k}.", ws.ids[FILES + k])
+def loose_objects(ws: Workspace) -> int:
     counts = subprocess.run(["git", "count-objects", "-v"], cwd=ws.root, capture_output=True,
                             text=True, check=True).stdout
-    assert "count: 0" in counts.splitlines() and ws.git.pack_count() >= 1
+    return int(counts.splitlines()[0].split(":")[1])
+
+
+def test_every_commit_leaves_its_history_packed_as_deltas(ws):
+    """Loose objects are whole copies of each changed file and of the flat archive tree; a
+    commit packs them, so no write leaves its whole files behind."""
+    for k in range(3):
+        append_paragraph(ws, f"topics/area-{k}/t{k}.md", f"Fact {k}.", ws.ids[FILES + k])
+        assert loose_objects(ws) == 0 and ws.git.pack_count() >= 1
     assert ws.git.fsck()
+
+
+def test_a_commit_whose_packing_fails_stands_and_the_next_one_packs(ws, monkeypatch):
+    real = ws.git.repack
+
+    def failing(self, **kwargs):
+        raise WriteFailed("git repack failed: disk trouble")
+
+    monkeypatch.setattr(type(ws.git), "repack", failing)
+    result, _ = append_paragraph(ws, "topics/area-0/t0.md", "Kept.", ws.ids[FILES])
+    assert result.commit and not result.warnings  # committed: only the packing failed
+    assert loose_objects(ws) > 0
+    monkeypatch.setattr(type(ws.git), "repack", lambda self, **k: real(**k))
+    append_paragraph(ws, "topics/area-1/t1.md", "Also kept.", ws.ids[FILES + 1])
+    assert loose_objects(ws) == 0 and ws.git.fsck()
 
 
 def test_a_cached_archive_lookup_costs_one_lstat(ws, monkeypatch):

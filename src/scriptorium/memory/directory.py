@@ -11,7 +11,7 @@ Layout (memory reference §1)::
         write.lock        flock target serialising every writer, across processes
         runtime.json      counters (tolerant load: a broken file never stops writing)
         install.json      the install journal of an interrupted transaction (if any)
-        history-commits   commits since the history was last packed
+        history-commits   a commit counter pacing packing and full staging
         generation        a counter every install moves: readers (search) learn that memory
                           changed without a stat per topic file
         tx-<id>/          a transaction's stage, new files and backups
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..errors import ConcurrentUpdate, InvalidInput
+from ..errors import ConcurrentUpdate, InvalidInput, ScriptoriumError
 from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_text, refuse_symlink,
                       regular_files, safe_join)
 from ..gitrepo import GitDamaged, GitRepo
@@ -40,12 +41,15 @@ from .failures import BlockedBranches
 from .sources import SourceArchive
 from .topics import Block, TopicDoc, parse_topic_bytes
 
+log = logging.getLogger(__name__)
+
 RUNTIME_NAME = ".scriptorium"
 LEGACY_RUNTIME_NAME = ".nativemem"
 TOPICS_DIR = "topics"
 SOURCES_DIR = "sources"
 GENERATION_FILE = "generation"
-PACK_EVERY = 20   # commits between two packings of the history (see maintain_history)
+PACK_EVERY = 1    # commits between two packings of the history (see maintain_history)
+FULL_STAGE_EVERY = 20  # commits between two stagings of all of topics/ and sources/
 WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
 GIT_EXCLUDE = ["/.scriptorium*", "/.nativemem*"]
 # Opening may have to wait for a crashed install's recovery or another opener's git init.
@@ -355,11 +359,12 @@ class WorkspaceDir:
         It stages by name the topic files the install ``changed`` and the archive files this
         object wrote since its last commit, so git neither walks nor stats all of memory.
         Everything under ``topics/`` and ``sources/`` (``add -A``: a hand edit, evidence
-        another process archived) is staged by this object's first commit, by every commit
-        that packs the history (each ``PACK_EVERY``, see :meth:`maintain_history`) and by
-        the commit after a failed one."""
-        due = self._history_count() + 1 >= PACK_EVERY
-        full, self._history_synced = not self._history_synced or due, False
+        another process archived) is staged by this object's first commit, by every
+        ``FULL_STAGE_EVERY``-th commit and by the commit after a failed one. The commit
+        stands even when packing it fails (see :meth:`maintain_history`)."""
+        count = self._history_count() + 1
+        full = not self._history_synced or count % FULL_STAGE_EVERY == 0
+        self._history_synced = False
         if full:
             sha = self.git.commit_all(message, paths=["topics", "sources"])
         else:
@@ -380,14 +385,22 @@ class WorkspaceDir:
         """Keep the git history about as big as the text it holds (caller holds the lock).
 
         Git stores each commit's changed files whole (compressed) until they are packed as
-        deltas; a topic that grows by a paragraph per write would cost its whole size per
-        write. Every ``PACK_EVERY`` commits the loose objects are packed (and packs merged
-        geometrically, see ``GitRepo.repack``)."""
+        deltas: a topic or an archive file that grows by a batch per write, and the tree of
+        the flat ``sources/<provider>/_v2/`` directory (one entry per session, a fixed
+        layout), would each cost their whole size per commit. So every ``PACK_EVERY``
+        commits the loose objects are packed, and packs merged geometrically (see
+        ``GitRepo.repack``): a pack holds the first version of each object whole, and the
+        merges turn the versions of recent packs into deltas. A failed packing is logged;
+        the commit stands."""
         count = self._history_count() + 1
-        if count >= PACK_EVERY:
-            self.git.repack()
-            count = 0
-        atomic_write_text(self.runtime_dir / "history-commits", f"{count}\n", durable=False)
+        if count % PACK_EVERY == 0:
+            try:
+                self.git.repack()
+            except (ScriptoriumError, OSError) as exc:
+                log.warning("memory history committed but not packed (%s); a later packing "
+                            "takes what is loose then", exc)
+        atomic_write_text(self.runtime_dir / "history-commits",
+                          f"{count % (PACK_EVERY * FULL_STAGE_EVERY)}\n", durable=False)
 
     # -- revision -------------------------------------------------------------------------------
 
