@@ -360,3 +360,23 @@ def test_unresolved_citations_are_looked_at_again_only_after_something_was_archi
                                            "2026-08-02")]])
     assert "topics/b.md" in parsed
     assert search(ws, "gamma")[0].sources == ["openprogram/late/n1"]
+
+
+def test_a_write_gives_back_the_pages_it_freed_beyond_a_few(ws, monkeypatch):
+    """Pages freed in the index (deleted rows, FTS5 merges) are given back to the filesystem
+    after the write, beyond FREE_PAGES_KEPT: the file stays about the size of what it holds."""
+    monkeypatch.setattr(index_mod, "FREE_PAGES_KEPT", 4)
+    ids = archive(ws, [("s", f"n{i}", "user", f"turn {i}", TS) for i in range(2)])
+    long = " ".join(["glaze"] * 60)
+    write_paragraphs(ws, "topics/big.md", [[(f"Claim {i} {long}.", [ids[0]], "2026-08-01")]
+                                           for i in range(300)])
+    search(ws, "glaze")
+    index = SearchIndex.of(ws)
+    conn = index.connection()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    write_paragraphs(ws, "topics/small.md", [[("Only this is left.", [ids[1]], "2026-08-02")]])
+    (ws.root / "topics/big.md").unlink()  # by hand: the next look forgets its 300 claims
+    assert index.refresh() == 0 and index.count() == 1
+    assert [h.text for h in search(ws, "left")] == ["Only this is left."]
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] <= 4
+    assert conn.execute("PRAGMA page_count").fetchone()[0] < pages * 2 // 3  # the file shrank

@@ -51,10 +51,11 @@ from .resolve import Resolver
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "5"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
+SCHEMA_VERSION = "6"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
 # speakers of the turns they cite; 4: each path stored once per document (``file`` and
 # ``logical`` computed), dates keyed by document without a rowid; 5: paths and headings
-# stored once (a number per document, see rows.py), ``docs`` a view
+# stored once (a number per document, see rows.py), ``docs`` a view; 6: date ranges as
+# numbers (rows.day_number), free pages given back (auto_vacuum incremental)
 # A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
 # rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
@@ -65,6 +66,10 @@ RACY_FINE_NS = 100_000_000
 # hand edit outside any transaction is seen within this long.
 FULL_CHECK_NS = 2_000_000_000
 OPTIMIZE_AFTER = 1000  # documents a build must hold to be merged into one FTS segment
+# Free pages a write leaves in the file (what FTS5's merges freed) beyond this many are given
+# back to the filesystem (incremental vacuum): the file stays about the size of what it holds
+# without moving pages on every small write.
+FREE_PAGES_KEPT = 64
 AUTOMERGE = 4  # FTS5's own default: small writes' segments are merged four at a time
 
 _SCHEMA = """
@@ -174,6 +179,10 @@ class SearchIndex:
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                check_same_thread=False)
         try:
+            # Before the first table and before WAL mode (which makes an empty file no
+            # longer new): pages freed by merges can then be given back (an index made
+            # without it gets it at its build's VACUUM, see _compact).
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # derived data: WAL + NORMAL is enough
             conn.execute("PRAGMA cache_size=-16000")  # 16 MB: FTS merges and queries stay warm
@@ -469,6 +478,8 @@ class SearchIndex:
             conn.execute("COMMIT")
             if built:
                 self._compact(conn)
+            else:
+                self._give_back(conn)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -482,9 +493,25 @@ class SearchIndex:
         """Give back the pages a build's merges freed (about the size of its FTS data): the
         file then holds what is in use. Best effort: a busy file is compacted by no one."""
         try:
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect with the VACUUM
             conn.execute("VACUUM")
         except sqlite3.OperationalError as exc:
             log.info("search index not compacted after its build (%s)", exc)
+
+    @staticmethod
+    def _give_back(conn: sqlite3.Connection) -> None:
+        """Give back the free pages beyond FREE_PAGES_KEPT that FTS5's merges left (an
+        incremental merge of small segments frees what it copied; a level merge can free
+        as much as the index holds). A no-op on a file made without auto_vacuum. Best
+        effort: a busy file is left as it is."""
+        try:
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            if free > FREE_PAGES_KEPT:
+                # each step of the pragma frees one page, and execute() steps once: the
+                # script interface runs it to the end
+                conn.executescript(f"PRAGMA incremental_vacuum({free - FREE_PAGES_KEPT // 2});")
+        except sqlite3.OperationalError as exc:
+            log.info("search index free pages not given back (%s)", exc)
 
     def _reload(self, conn: sqlite3.Connection, paths: list[str]) -> None:
         for rel in paths:

@@ -23,7 +23,7 @@ from .documents import WORD_RE, CJK_RUN_RE, cjk_grams, when_range
 from .embedding import (Embedder, load_embedder, pack, rank_by_similarity, rrf_fuse,
                         text_key, unpack)
 from .index import SearchIndex, SearchIndexUnavailable
-from .rows import SPEAKER_SEP
+from .rows import SPEAKER_SEP, day_number
 from .supersession import rank_holding_first
 
 log = logging.getLogger(__name__)
@@ -189,8 +189,8 @@ def _where(filters: Filters) -> tuple[list[str], list[Any]]:
         params += [p, p, p + ".md", len(p) + 1, p + "/", len(p) + 1, p + "/"]
     if filters.window is not None:
         clauses.append("EXISTS (SELECT 1 FROM doc_dates x WHERE x.doc = d.id AND x.lo <= ? "
-                       "AND x.hi >= ?)")
-        params += [filters.window[1], filters.window[0]]
+                       "AND x.lo + x.span >= ?)")
+        params += [day_number(filters.window[1]), day_number(filters.window[0])]
     if filters.speaker is not None:
         clauses.append("instr(d.speakers, ?) > 0")
         params.append(SPEAKER_SEP + filters.speaker + SPEAKER_SEP)
