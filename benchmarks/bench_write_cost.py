@@ -9,7 +9,8 @@
    the measured one) the measured session is written. ``--baseline-batches`` large enough
    (e.g. 100) makes the baseline write the same turns as ours, for a like-for-like ratio.
 2. Disk growth per write: how much the search index and the git history grew, as a ratio to
-   the topic text the write added.
+   the topic text the write added (a curve over writes, with the archive's text too:
+   bench_disk_growth.py).
 
 Under load, wall-clock rates are noisy: each row also gives the CPU time per written turn
 (the writing process plus the git processes it ran), which the load inflates far less; the
@@ -18,7 +19,8 @@ size ratios are given for both.
 The baseline is the code of ``--baseline-rev`` (default BASELINE_COMMIT, before issue 12's
 work), extracted with ``git archive`` into benchmarks/out/ and run in its own process, so both
 sides do the same job on the same input; each row gives the load average it ran under.
-Generated workspaces are cached under benchmarks/out/ (gitignored). The last lines give, per
+Generated workspaces are cached under benchmarks/out/ (gitignored), their history packed (so
+neither side's first commit packs the seed's loose objects). The last lines give, per
 batch size, how much slower the largest workspace writes than the smallest (the goal: within
 1.3x), for ours and the baseline.
 
@@ -118,7 +120,7 @@ print(json.dumps({"rate": turns / elapsed, "cpu_ms": spent * 1000 / turns, "batc
 def run(src: Path, mb: float, turns: int, batch: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-write-") as tmp:
         home = Path(tmp)
-        copy_workspace(mb, home / "memory")
+        copy_workspace(mb, home / "memory", packed=True)  # as a memory in use keeps it
         env = {**os.environ, "PYTHONPATH": str(src)}
         proc = subprocess.run([sys.executable, "-c", CHILD, str(home), str(turns), str(batch)],
                               env=env, capture_output=True, text=True)

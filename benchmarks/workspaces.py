@@ -36,9 +36,25 @@ def cached_workspace(mb: float) -> Path:
     return path
 
 
-def copy_workspace(mb: float, dest: Path) -> Path:
-    shutil.copytree(cached_workspace(mb), dest, symlinks=True,
+def packed_workspace(mb: float) -> Path:
+    """:func:`cached_workspace` with its history packed (``git repack -a -d``), as a memory
+    that has been written to for a while keeps it: growth measured on it is what the
+    writes add, not a packing of the seed's loose objects that happens to fall in."""
+    path = OUT / f"write-ws-{mb:g}mb-packed"
+    if (path / ".done").exists():
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(cached_workspace(mb), path, symlinks=True,
                     ignore=shutil.ignore_patterns(".done"))
+    subprocess.run(["git", "repack", "-a", "-d", "-q"], cwd=path, check=True,
+                   env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+    (path / ".done").write_text("")
+    return path
+
+
+def copy_workspace(mb: float, dest: Path, packed: bool = False) -> Path:
+    source = packed_workspace(mb) if packed else cached_workspace(mb)
+    shutil.copytree(source, dest, symlinks=True, ignore=shutil.ignore_patterns(".done"))
     return dest
 
 

@@ -1,0 +1,196 @@
+"""How much disk memory's git history and search index take per byte of text written, as a
+curve over the number of writes: ours beside a baseline commit, in one run.
+
+Each side runs in its own process on its own copy of a synthetic workspace (``--size`` MB of
+topics citing archived turns, as in bench_search.py; its history packed first, as a memory
+written to for a while keeps it, see ``workspaces.packed_workspace``). The search index is
+built, then the process makes ``--writes`` writes of one of two kinds:
+
+- ``batch``: the embedded writer writes a new session of ``--turns`` turns (one batch at
+  ``--batch`` tokens: one install, one commit), all sessions under one title, so one topic
+  file grows by a batch per write and the archive gains a file per write;
+- ``claim``: one transaction appends a one-claim paragraph to a topic (bench_search.py's
+  write), spread over the topics.
+
+After the writes 1, 2, 4, 8, ... it measures:
+
+- text: the bytes the writes added to ``topics/`` and to ``sources/`` (the evidence archive);
+- git: the bytes under ``.git`` (every file: packs, loose objects, index), as left by the
+  writes; and at the end once more after ``git repack -a -d`` (everything in one pack: the
+  floor git could reach);
+- index: ``search.sqlite`` after ``PRAGMA wal_checkpoint(TRUNCATE)`` (the WAL folded in and
+  emptied: the file sizes, whole pages and free pages included), and the bytes its pages
+  hold (SQLite's dbstat: page size less unused space, free pages excluded).
+
+Growth is printed as a ratio to the text the writes added: git to topics + sources (what the
+history holds) and, for comparison with earlier figures, to topics alone; the index to topics
+(it indexes topics only). Also the CPU time per write (the process and the git it ran) and
+the machine load.
+
+Usage:
+    python benchmarks/bench_disk_growth.py [--size 10] [--writes 32] [--write batch|claim]
+        [--turns 100] [--batch 2000] [--baseline-rev 293a2ab]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from workspaces import baseline_src, copy_workspace, load, ours_src
+
+BASELINE = "293a2ab"  # main before issue 12's disk work (pack every 20 commits)
+
+CHILD = r'''
+import json, os, resource, sqlite3, subprocess, sys, time
+from pathlib import Path
+from scriptorium.config import load_settings
+from scriptorium.memory.search import search
+from scriptorium.memory.writing import Memory
+
+home, kind, writes = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+turns, batch = int(sys.argv[4]), int(sys.argv[5])
+mem = Memory(home, settings=load_settings(home, {"trigger_tokens": batch}))
+ws = mem.workspace
+
+def size(path):
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+def index():
+    con = sqlite3.connect(ws.runtime_dir / "search.sqlite")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    held = con.execute("SELECT sum(pgsize - unused) FROM dbstat").fetchone()[0]
+    con.close()
+    files = sum(os.path.getsize(ws.runtime_dir / n) for n in os.listdir(ws.runtime_dir)
+                if n.startswith("search.sqlite"))
+    return files, held
+
+def cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # git
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+def session(sid):
+    mem.store.create_session(sid, title="Offsite planning")
+    for i in range(turns):
+        text = (f"Question {i}: which hotel near Alfama has a meeting room for {i % 20 + 5}?"
+                if i % 2 == 0 else
+                f"The Alfama Grand has a room for {i % 20 + 5}; I will hold it until day "
+                f"{i % 28 + 1}.")
+        mem.store.append_message(sid, {"role": "user" if i % 2 == 0 else "assistant",
+                                       "content": text}, commit=False)
+
+topic_files = sorted(p.relative_to(ws.root).as_posix() for p in ws.topics_dir.rglob("*.md"))
+claim_sid = "openprogram/s-0/n0"
+
+def write(i):
+    if kind == "batch":
+        session(f"w{i}")
+        result = mem.write_session(f"w{i}")
+        assert result.failure is None and len(result.marked) == turns, result.failure
+        return
+    rel = topic_files[(i * 7919) % len(topic_files)]
+    with ws.begin(allowed_sources=[claim_sid]) as tx:
+        path = tx.stage / rel
+        path.write_text(path.read_text() + f"\nA new paragraph marker{i}x about the kiln and "
+                        f"its glaze, fired on day {i}.[^e1]\n\n"
+                        f"[^e1]: Time: `2026-09-01`; Sources: [new]({claim_sid})\n")
+        assert tx.commit("bench: write").changed_files == [rel]
+
+search(ws, "kiln")  # the index, built
+write(-1)  # the first write of the process (catalog, stage) is not measured
+def commits():
+    return int(subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=ws.root,
+                              capture_output=True, text=True, check=True).stdout)
+topics0, sources0, git0, (idx0, held0), commits0 = (size(ws.topics_dir), size(ws.sources_dir),
+                                                   size(ws.root / ".git"), index(), commits())
+spent = 0.0
+for i in range(writes):
+    c0 = cpu()
+    write(i)
+    spent += cpu() - c0
+    n = i + 1
+    if n & (n - 1) == 0 or n == writes:
+        idx, held = index()
+        print(json.dumps({"writes": n, "topics": size(ws.topics_dir) - topics0,
+                          "sources": size(ws.sources_dir) - sources0,
+                          "git": size(ws.root / ".git") - git0, "index": idx - idx0,
+                          "held": held - held0, "cpu_ms": spent * 1000 / n,
+                          "commits": commits() - commits0}), flush=True)
+subprocess.run(["git", "repack", "-a", "-d", "-q"], cwd=ws.root, check=True)
+print(json.dumps({"packed": size(ws.root / ".git") - git0}), flush=True)
+'''
+
+
+def run(src: Path, args: argparse.Namespace) -> tuple[list[dict], int]:
+    with tempfile.TemporaryDirectory(prefix="bench-disk-") as tmp:
+        home = Path(tmp)
+        copy_workspace(args.size, home / "memory", packed=True)
+        env = {**os.environ, "PYTHONPATH": str(src), "GIT_CONFIG_NOSYSTEM": "1"}
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(home), args.write,
+                               str(args.writes), str(args.turns), str(args.batch)],
+                              env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr)
+        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        return rows[:-1], rows[-1]["packed"]
+
+
+def ratio(a: int, b: int) -> str:
+    return f"{a / b:.2f}" if b > 0 else "–"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=float, default=10, help="MB of topics in the workspace")
+    ap.add_argument("--writes", type=int, default=32)
+    ap.add_argument("--write", choices=("batch", "claim"), default="batch")
+    ap.add_argument("--turns", type=int, default=100, help="turns a batch write writes")
+    ap.add_argument("--batch", type=int, default=2000, help="batch size in tokens")
+    ap.add_argument("--baseline-rev", default=BASELINE)
+    args = ap.parse_args()
+    print(f"python {sys.version.split()[0]}; {args.size:g} MB of topics; {args.writes} "
+          f"{args.write} writes" + (f" of {args.turns} turns at {args.batch}-token batches"
+                                    if args.write == "batch" else " of one claim")
+          + f"; baseline = commit {args.baseline_rev}; load average at start {load()}\n")
+    sides = {"ours": run(ours_src(), args)}
+    at_ours = load()
+    sides["baseline"] = run(baseline_src(args.baseline_rev), args)
+    print("Ratios: growth ÷ text the writes added (cumulative since the first measured "
+          "write); index = file after a WAL checkpoint (bytes held by its pages)\n")
+    print("| writes | text added (topics + sources) | git ÷ (topics + sources): ours / "
+          "baseline | git ÷ topics: ours / baseline | index ÷ topics: ours / baseline "
+          "| CPU ms per write: ours / baseline |")
+    print("|---|---|---|---|---|---|")
+    ours, base = sides["ours"][0], sides["baseline"][0]
+    for o, b in zip(ours, base):
+        text = o["topics"] + o["sources"]
+        print(f"| {o['writes']} | {o['topics'] / 1e3:.1f} + {o['sources'] / 1e3:.1f} kB "
+              f"| {ratio(o['git'], text)} / {ratio(b['git'], b['topics'] + b['sources'])} "
+              f"| {ratio(o['git'], o['topics'])} / {ratio(b['git'], b['topics'])} "
+              f"| {ratio(o['index'], o['topics'])} ({ratio(o['held'], o['topics'])}) / "
+              f"{ratio(b['index'], b['topics'])} ({ratio(b['held'], b['topics'])}) "
+              f"| {o['cpu_ms']:.0f} / {b['cpu_ms']:.0f} |")
+    last_o, last_b = ours[-1], base[-1]
+    print(f"\nafter `git repack -a -d` (the floor): git ÷ (topics + sources) "
+          f"{ratio(sides['ours'][1], last_o['topics'] + last_o['sources'])} / "
+          f"{ratio(sides['baseline'][1], last_b['topics'] + last_b['sources'])}")
+    print(f"commits made by the measured writes: {last_o['commits']} / {last_b['commits']}")
+    print(f"load average after ours {at_ours}; at end {load()}")
+
+
+if __name__ == "__main__":
+    main()
