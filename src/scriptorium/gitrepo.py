@@ -228,6 +228,23 @@ class GitRepo:
         except OSError:
             return 0
 
+    def loose_bytes(self) -> int:
+        """Bytes of the loose objects (``objects/xx/``): each a whole compressed copy of one
+        version of a file or tree, until a packing turns them into deltas."""
+        total = 0
+        objects = self.gitdir / "objects"
+        try:
+            fanout = [e for e in os.scandir(objects) if len(e.name) == 2 and e.is_dir()]
+        except OSError:
+            return 0
+        for entry in fanout:
+            try:
+                with os.scandir(entry.path) as files:
+                    total += sum(f.stat(follow_symlinks=False).st_size for f in files)
+            except OSError:
+                continue
+        return total
+
     def repack(self, *, quick: bool = False) -> None:
         """Pack loose objects (each a whole compressed copy of a file version) as deltas,
         merging packs geometrically (each pack at least twice the size of the next), so the

@@ -187,16 +187,28 @@ def loose_objects(ws: Workspace) -> int:
     return int(counts.splitlines()[0].split(":")[1])
 
 
-def test_every_commit_leaves_its_history_packed_as_deltas(ws):
-    """Loose objects are whole copies of each changed file and of the flat archive tree; a
-    commit packs them, so no write leaves its whole files behind."""
+def test_a_commit_packs_the_history_once_its_loose_objects_are_big(ws, monkeypatch):
+    """Loose objects are whole copies of each changed file and of the flat archive tree: a
+    commit that leaves PACK_LOOSE_BYTES of them packs them as deltas."""
+    monkeypatch.setattr(directory_mod, "PACK_LOOSE_BYTES", 1)
     for k in range(3):
         append_paragraph(ws, f"topics/area-{k}/t{k}.md", f"Fact {k}.", ws.ids[FILES + k])
         assert loose_objects(ws) == 0 and ws.git.pack_count() >= 1
     assert ws.git.fsck()
 
 
+def test_small_commits_pack_every_few_commits(ws, monkeypatch):
+    """A packing costs a git run: small writes pay it once per PACK_EVERY commits."""
+    monkeypatch.setattr(directory_mod, "PACK_EVERY", 3)
+    (ws.runtime_dir / "history-commits").write_text("0 0\n")
+    for k in range(3):
+        append_paragraph(ws, f"topics/area-{k}/t{k}.md", f"Fact {k}.", ws.ids[FILES + k])
+        assert (loose_objects(ws) == 0) == (k == 2)
+    assert ws.git.fsck()
+
+
 def test_a_commit_whose_packing_fails_stands_and_the_next_one_packs(ws, monkeypatch):
+    monkeypatch.setattr(directory_mod, "PACK_LOOSE_BYTES", 1)
     real = ws.git.repack
 
     def failing(self, **kwargs):

@@ -11,7 +11,7 @@ Layout (memory reference §1)::
         write.lock        flock target serialising every writer, across processes
         runtime.json      counters (tolerant load: a broken file never stops writing)
         install.json      the install journal of an interrupted transaction (if any)
-        history-commits   a commit counter pacing packing and full staging
+        history-commits   commits since the last packing and the last full staging
         generation        a counter every install moves: readers (search) learn that memory
                           changed without a stat per topic file
         tx-<id>/          a transaction's stage, new files and backups
@@ -48,7 +48,8 @@ LEGACY_RUNTIME_NAME = ".nativemem"
 TOPICS_DIR = "topics"
 SOURCES_DIR = "sources"
 GENERATION_FILE = "generation"
-PACK_EVERY = 1    # commits between two packings of the history (see maintain_history)
+PACK_LOOSE_BYTES = 256 * 1024  # loose objects that make a commit pack the history
+PACK_EVERY = 20   # ... or commits since the last packing (see _pack_if_due)
 FULL_STAGE_EVERY = 20  # commits between two stagings of all of topics/ and sources/
 WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
 GIT_EXCLUDE = ["/.scriptorium*", "/.nativemem*"]
@@ -361,9 +362,9 @@ class WorkspaceDir:
         Everything under ``topics/`` and ``sources/`` (``add -A``: a hand edit, evidence
         another process archived) is staged by this object's first commit, by every
         ``FULL_STAGE_EVERY``-th commit and by the commit after a failed one. The commit
-        stands even when packing it fails (see :meth:`maintain_history`)."""
-        count = self._history_count() + 1
-        full = not self._history_synced or count % FULL_STAGE_EVERY == 0
+        stands even when packing it fails (see :meth:`_pack_if_due`)."""
+        since_pack, since_full = self._history_counts()
+        full = not self._history_synced or since_full + 1 >= FULL_STAGE_EVERY
         self._history_synced = False
         if full:
             sha = self.git.commit_all(message, paths=["topics", "sources"])
@@ -372,35 +373,44 @@ class WorkspaceDir:
         self.sources.written.clear()
         self._history_synced = True
         if sha:
-            self.maintain_history()
+            since_pack = self._pack_if_due(since_pack + 1)
+            self._save_history_counts(since_pack, 0 if full else since_full + 1)
         return sha
 
-    def _history_count(self) -> int:
+    def _history_counts(self) -> tuple[int, int]:
+        """(commits since the last packing, commits since the last full staging)."""
         try:
-            return int((self.runtime_dir / "history-commits").read_text(encoding="ascii"))
-        except (OSError, ValueError):
-            return 0
+            text = (self.runtime_dir / "history-commits").read_text(encoding="ascii").split()
+            return int(text[0]), int(text[1]) if len(text) > 1 else 0
+        except (OSError, ValueError, IndexError):
+            return 0, 0
 
-    def maintain_history(self) -> None:
-        """Keep the git history about as big as the text it holds (caller holds the lock).
+    def _save_history_counts(self, since_pack: int, since_full: int) -> None:
+        atomic_write_text(self.runtime_dir / "history-commits", f"{since_pack} {since_full}\n",
+                          durable=False)
+
+    def _pack_if_due(self, since_pack: int) -> int:
+        """Keep the git history about as big as the text it holds (caller holds the lock);
+        returns the commits since the last packing, ``since_pack`` counting this one.
 
         Git stores each commit's changed files whole (compressed) until they are packed as
         deltas: a topic or an archive file that grows by a batch per write, and the tree of
         the flat ``sources/<provider>/_v2/`` directory (one entry per session, a fixed
-        layout), would each cost their whole size per commit. So every ``PACK_EVERY``
-        commits the loose objects are packed, and packs merged geometrically (see
-        ``GitRepo.repack``): a pack holds the first version of each object whole, and the
-        merges turn the versions of recent packs into deltas. A failed packing is logged;
-        the commit stands."""
-        count = self._history_count() + 1
-        if count % PACK_EVERY == 0:
+        layout), would each cost their whole size per commit. So the loose objects are
+        packed, and packs merged geometrically (see ``GitRepo.repack``), once they hold
+        ``PACK_LOOSE_BYTES`` (a batch of a long session into a big archive: every commit or
+        two) or ``PACK_EVERY`` commits after the last packing (small writes: a packing, a
+        git run of tens of ms, is paid for many of them). A pack holds the first version of
+        each of its objects whole; the merges turn the versions in recent packs into
+        deltas. A failed packing is logged; the commit stands and the next one packs."""
+        if since_pack >= PACK_EVERY or self.git.loose_bytes() >= PACK_LOOSE_BYTES:
             try:
                 self.git.repack()
+                return 0
             except (ScriptoriumError, OSError) as exc:
-                log.warning("memory history committed but not packed (%s); a later packing "
-                            "takes what is loose then", exc)
-        atomic_write_text(self.runtime_dir / "history-commits",
-                          f"{count % (PACK_EVERY * FULL_STAGE_EVERY)}\n", durable=False)
+                log.warning("memory history committed but not packed (%s); the next commit "
+                            "packs it", exc)
+        return since_pack
 
     # -- revision -------------------------------------------------------------------------------
 
