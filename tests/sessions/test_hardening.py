@@ -175,3 +175,27 @@ def test_retry_edit_spawn_and_compact_with_an_existing_id_and_other_text_are_ref
         with pytest.raises(InvalidInput, match="already exists with a different"):
             attempt()
     assert [n.id for n in store.get_nodes("s")] == ["u1", "a1", "r1"]
+
+
+def test_an_add_whose_meta_write_hits_a_full_disk_stores_nothing(dir_store, monkeypatch):
+    """The node file is written first; when meta.json then cannot be written (ENOSPC), the
+    add fails and takes its node back, so its retry with the same id stores it once."""
+    import errno
+
+    from scriptorium.sessions import store as store_mod
+
+    dir_store.create_session("s")
+    dir_store.append_message("s", {"id": "u1", "role": "user", "content": "first"})
+    real = store_mod.SessionStore._write_meta
+
+    def full(self, idx, meta):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_mod.SessionStore, "_write_meta", full)
+    with pytest.raises(OSError):
+        dir_store.append_message("s", {"id": "a1", "role": "assistant", "content": "lost?"})
+    assert [n.id for n in dir_store.get_nodes("s")] == ["u1"]
+    monkeypatch.setattr(store_mod.SessionStore, "_write_meta", real)
+    dir_store.append_message("s", {"id": "a1", "role": "assistant", "content": "retry"})
+    assert [n.id for n in dir_store.get_nodes("s")] == ["u1", "a1"]
+    assert dir_store.get_meta("s")["head_id"] == "a1"

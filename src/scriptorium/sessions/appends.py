@@ -8,7 +8,9 @@ the chain-extension rule for the head, the activity clock) are written once, her
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from typing import Any
 
@@ -107,7 +109,13 @@ class AppendOps:
                 and (head is None or node.predecessor == head)):
             meta["head_id"] = node.id
             op.events.append((sid, head, node.id))
-        self._write_meta(idx, meta)
+        try:
+            self._write_meta(idx, meta)
+        except OSError:  # a full disk: the add fails, so it stores nothing
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(idx.hist / node.filename())
+            idx.forget_own_write()
+            raise
         return True
 
 

@@ -234,6 +234,11 @@ class SessionIndex(NodeGraph):
         self._own_changes = True
         self.uncommitted.add("history/" + name)
 
+    def forget_own_write(self) -> None:
+        """A node file this process wrote was taken back (its add failed after it): the
+        next refresh re-lists ``history/`` and drops it."""
+        self._dir_fp, self._adoptable = None, False
+
     def record_own_meta(self, meta: dict) -> None:
         """Adopt meta.json as this process just wrote it (the fingerprint stays racy, so the
         next refresh re-reads the small file and compares it)."""
