@@ -8,9 +8,7 @@ the chain-extension rule for the head, the activity clock) are written once, her
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import time
 from typing import Any
 
@@ -112,11 +110,13 @@ class AppendOps:
         try:
             self._write_meta(idx, meta)
         except OSError:  # a full disk: the add fails, so it stores nothing
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(idx.hist / node.filename())
-            idx.forget_own_write()
+            self._unstore_node(op, node)
             raise
         return True
+
+    def _unstore_node(self: LockedStore, op: Op, node: Node) -> None:
+        """Take back the node an add stored before it failed. A store that writes a node and
+        its meta in one transaction has nothing to take back (the directory store does)."""
 
 
     # --- head ---------------------------------------------------------------------------------

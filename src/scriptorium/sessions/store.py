@@ -247,6 +247,14 @@ class SessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, CommitOps, Hea
         atomic_write_json(idx.meta_path, meta)
         idx.record_own_meta(meta)
 
+    def _unstore_node(self, op: Op, node: Node) -> None:
+        """Remove the node file an add wrote before it failed; the index re-lists
+        ``history/`` at its next refresh and drops it."""
+        idx = op.idx
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(idx.hist / node.filename())
+        idx.forget_own_write()
+
     def _store_node(self, op: Op, node: Node) -> None:
         """Write a new node's file (its seq assigned) and teach the index."""
         idx = op.idx
