@@ -42,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workspaces import baseline_src, copy_workspace, load, ours_src
+from workspaces import CHILD_HELPERS, baseline_src, copy_workspace, load, ours_src
 
 BASELINE = "293a2ab"  # main before issue 12's disk work (pack every 20 commits)
 
@@ -58,16 +58,7 @@ turns, batch = int(sys.argv[4]), int(sys.argv[5])
 mem = Memory(home, settings=load_settings(home, {"trigger_tokens": batch}))
 ws = mem.workspace
 
-def size(path):
-    total = 0
-    for dirpath, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
-    return total
-
+''' + CHILD_HELPERS + r'''
 def index():
     con = sqlite3.connect(ws.runtime_dir / "search.sqlite")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -77,27 +68,12 @@ def index():
                 if n.startswith("search.sqlite"))
     return files, held
 
-def cpu():
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # git
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-def session(sid):
-    mem.store.create_session(sid, title="Offsite planning")
-    for i in range(turns):
-        text = (f"Question {i}: which hotel near Alfama has a meeting room for {i % 20 + 5}?"
-                if i % 2 == 0 else
-                f"The Alfama Grand has a room for {i % 20 + 5}; I will hold it until day "
-                f"{i % 28 + 1}.")
-        mem.store.append_message(sid, {"role": "user" if i % 2 == 0 else "assistant",
-                                       "content": text}, commit=False)
-
 topic_files = sorted(p.relative_to(ws.root).as_posix() for p in ws.topics_dir.rglob("*.md"))
 claim_sid = "openprogram/s-0/n0"
 
 def write(i):
     if kind == "batch":
-        session(f"w{i}")
+        session(f"w{i}", turns, "Offsite planning")
         result = mem.write_session(f"w{i}")
         assert result.failure is None and len(result.marked) == turns, result.failure
         return

@@ -40,7 +40,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workspaces import BASELINE_COMMIT, baseline_src, copy_workspace, load, ours_src
+from workspaces import (BASELINE_COMMIT, CHILD_HELPERS, baseline_src, copy_workspace, load,
+                        ours_src)
 
 CHILD = r'''
 import json, os, resource, sys, time
@@ -51,26 +52,7 @@ from scriptorium.memory.writing import Memory
 home, turns, batch = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 mem = Memory(home, settings=load_settings(home, {"trigger_tokens": batch}))
 
-def session(sid, n, title):
-    mem.store.create_session(sid, title=title)
-    for i in range(n):
-        text = (f"Question {i}: which hotel near Alfama has a meeting room for {i % 20 + 5}?"
-                if i % 2 == 0 else
-                f"The Alfama Grand has a room for {i % 20 + 5}; I will hold it until day "
-                f"{i % 28 + 1}.")
-        mem.store.append_message(sid, {"role": "user" if i % 2 == 0 else "assistant",
-                                       "content": text}, commit=False)
-
-def size(path):
-    total = 0
-    for dirpath, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
-    return total
-
+''' + CHILD_HELPERS + r'''
 def index_size():
     """The index's files once its write-ahead log is folded in (the WAL is transient)."""
     import sqlite3
@@ -98,11 +80,6 @@ cold = time.perf_counter() - t0
 # The cold write's one-off work (a catalog of all of memory) leaves a full garbage collection
 # due; it belongs to that write, not to the measured one (both sides get the same treatment).
 import gc; gc.collect()
-
-def cpu():
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # git
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 topics0, git0, idx0 = size(mem.workspace.topics_dir), size(mem.workspace.root / ".git"), index_size()
 t0, c0, marking[0] = time.perf_counter(), cpu(), 0.0

@@ -17,6 +17,37 @@ OUT = HERE / "out"
 BASELINE_COMMIT = "6c50144"
 
 
+# What the cost benchmarks' child processes share, run after they made ``mem`` (a Memory):
+# a session of synthetic turns, the bytes of the files under a path, and CPU time spent by the
+# process and the git it ran.
+CHILD_HELPERS = r'''
+def session(sid, n, title):
+    mem.store.create_session(sid, title=title)
+    for i in range(n):
+        text = (f"Question {i}: which hotel near Alfama has a meeting room for {i % 20 + 5}?"
+                if i % 2 == 0 else
+                f"The Alfama Grand has a room for {i % 20 + 5}; I will hold it until day "
+                f"{i % 28 + 1}.")
+        mem.store.append_message(sid, {"role": "user" if i % 2 == 0 else "assistant",
+                                       "content": text}, commit=False)
+
+def size(path):
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+def cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # git
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+'''
+
+
 def cached_workspace(mb: float) -> Path:
     """A memory workspace with ~``mb`` MB of topics citing archived turns, with git history."""
     path = OUT / f"write-ws-{mb:g}mb"
