@@ -32,6 +32,7 @@ Run:  python benchmarks/bench_pg_workers.py [--sessions 1000] [--turns 50] [--qu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -61,9 +62,37 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"),
+def env(src: Path = ROOT / "src") -> dict[str, str]:
+    """The environment of a child process running the code in ``src`` (ours, or a
+    baseline revision's)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(src),
                                                           os.environ.get("PYTHONPATH", "")])}
+
+
+class RawHome:
+    """Plain connections into a home's schema, with no migration: what the benchmark reads
+    while a baseline revision's workers (which refuse a schema newer than theirs) run."""
+
+    def __init__(self, url: str) -> None:
+        from scriptorium.postgres.url import parse_home_url
+
+        self.target = parse_home_url(url)
+
+    @contextlib.contextmanager
+    def connection(self) -> Any:
+        import psycopg
+
+        with psycopg.connect(self.target.conninfo) as conn:
+            conn.execute(f'SET search_path TO "{self.target.schema}"')
+            yield conn
+
+
+def baseline_src(rev: str, into: Path) -> Path:
+    """The ``src/`` of revision ``rev`` of this repository, exported under ``into``."""
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True,
+                         capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return into / "src"
 
 
 # -- CPU seconds: the workers (this script's children) and the PostgreSQL server -------------
@@ -263,89 +292,157 @@ def pg_memory(url: str) -> tuple[Any, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def memory_section(base: str, sessions: int, turns: int, kill_every: float, *,
-                   shared: int = 0, counts: tuple[int, ...] = WORKERS,
-                   kill: bool = True) -> list[dict]:
-    from scriptorium.memory.citations import citation_map
+def seed_home(url: str, sessions: int, turns: int, shared: int, src: Path) -> None:
+    """Seed a fresh home with the code in ``src`` (its schema is the one its workers know)."""
+    subprocess.run([sys.executable, __file__, "--seed", url, str(sessions), str(turns),
+                    str(shared)], check=True, env=env(src))
 
-    rows = []
-    clean: Counter = Counter()
+
+def memory_section(base: str, sessions: int, turns: int, kill_every: float, *,
+                   shared: int = 0, counts: tuple[int, ...] = WORKERS, kill: bool = True,
+                   srcs: dict[str, Path] | None = None) -> dict[str, list[dict]]:
+    """Rows per code under test (``srcs``: name -> its ``src/``; default ours), the runs of
+    each interleaved with the others'. Each run is a fresh home seeded and written by that
+    code; the checks after it (omissions, citations) are ours."""
+    srcs = srcs or {"ours": ROOT / "src"}
+    out: dict[str, list[dict]] = {name: [] for name in srcs}
+    clean: dict[str, Counter] = {name: Counter() for name in srcs}
     runs = [(k, None) for k in counts] + ([(4, kill_every)] if kill else [])
     for count, kill_s in runs:
-        url = home_url(base, "bm")
-        mem, why = pg_memory(url)
-        label = f"{count} worker(s)" + (f", SIGKILL every {kill_s:g} s" if kill_s else "")
-        if mem is None:
-            return [{"what": "memory work on a PostgreSQL home", "missing": why}]
-        seed_sessions(mem.store, sessions, turns, shared)
-        pg = pg_home_of(mem)
-        meter = CpuMeter(pg)
+        for name, src in srcs.items():
+            row = memory_run(base, sessions, turns, count, kill_s, shared, src, clean[name])
+            out[name].append(row)
+    for rows in out.values():
+        one = next((r for r in rows if r.get("workers") == 1 and "turns_s" in r), None)
+        for r in rows:
+            if one is not None and "turns_s" in r:
+                r["ratio"] = r["turns_s"] / one["turns_s"]
+    return out
 
-        def spawn(i: int, out: Any) -> subprocess.Popen:  # what `memory work --drain` runs
-            return subprocess.Popen([sys.executable, str(PROC), url, "--name", f"m{i}",
-                                     "--memory", "--drain", "--until-idle", "--interval", "2"],
-                                    stdout=out, stderr=subprocess.DEVNULL, env=env())
 
-        def pending_jobs() -> int:
-            with pg.connection() as conn:
-                return queue_status(conn)["owing"]
+def memory_run(base: str, sessions: int, turns: int, count: int, kill_s: float | None,
+               shared: int, src: Path, clean: Counter) -> dict:
+    """One run: ``count`` workers (with a killer when ``kill_s``) of the code in ``src``.
+    ``clean``: the citations of that code's first run, the reference for duplicates (filled
+    by the first run)."""
+    from scriptorium.memory.citations import citation_map
 
-        cpu_before = meter.read()
-        run = run_workers(spawn, count, kill_s, pending_jobs)
-        cpu_after = meter.read()
-        events = [json.loads(line) for out in run["outputs"] for line in out.splitlines()
-                  if line.startswith("{")]
-        jobs = [e for e in events if e.get("event") == "job"]
-        startup = sum(e.get("cpu", 0.0) for e in events if e.get("event") == "ready")
-        marked = Counter(node for job in jobs for node in job.get("marked", []))
-        failures = Counter(job["failure"]["reason_code"] for job in jobs if job.get("failure"))
-        cited = Counter({src: len(blocks) for src, blocks in
-                         citation_map(mem.workspace).items()})
-        clean = clean or cited  # the first run (one worker, no kills) is the reference
-        with pg.connection() as conn:  # first to last job, database clock
-            window = conn.execute("SELECT max(done_at) - min(done_at) FROM work_claims"
-                                  ).fetchone()[0] or run["wall"]
-        total = sessions * turns
-        server = None if cpu_after[1] is None or cpu_before[1] is None \
-            else cpu_after[1] - cpu_before[1]
-        rows.append({"what": label + (f" ({run['kills']} kills)" if kill_s else ""),
-                     "workers": count, "turns_s": (sessions - 1) * turns / window,
-                     "wall_s": run["wall"],
-                     "cpu_ms": (cpu_after[0] - cpu_before[0] - startup) / total * 1000,
-                     "startup_s": startup,
-                     "server_ms": None if server is None else server / total * 1000,
-                     "redos": sum(job.get("redos", 0) for job in jobs),
-                     "retried": ", ".join(f"{n} {code}" for code, n in failures.items()),
-                     "load": load(),
-                     "duplicates": f"{sum(n - 1 for n in marked.values() if n > 1)} / "
-                                   f"{sum((cited - clean).values())}",
-                     "omissions": owed(mem), "killed": bool(kill_s)})
-        mem.close()
-    one = next(r for r in rows if r.get("workers") == 1)
-    for r in rows:
-        r["ratio"] = r["turns_s"] / one["turns_s"]
-    return rows
+    url = home_url(base, "bm")
+    label = f"{count} worker(s)" + (f", SIGKILL every {kill_s:g} s" if kill_s else "")
+    try:
+        seed_home(url, sessions, turns, shared, src)
+    except subprocess.CalledProcessError as exc:
+        return {"what": label, "missing": str(exc)}
+    pg = RawHome(url)
+    meter = CpuMeter(pg)
+
+    def spawn(i: int, out: Any) -> subprocess.Popen:  # what `memory work --drain` runs
+        return subprocess.Popen([sys.executable, str(PROC), url, "--name", f"m{i}",
+                                 "--memory", "--drain", "--until-idle", "--interval", "2"],
+                                stdout=out, stderr=subprocess.DEVNULL, env=env(src))
+
+    def pending_jobs() -> int:
+        with pg.connection() as conn:
+            return queue_status(conn)["owing"]
+
+    cpu_before = meter.read()
+    run = run_workers(spawn, count, kill_s, pending_jobs)
+    cpu_after = meter.read()
+    mem, why = pg_memory(url)
+    if mem is None:
+        return {"what": label, "missing": why}
+    events = [json.loads(line) for out in run["outputs"] for line in out.splitlines()
+              if line.startswith("{")]
+    jobs = [e for e in events if e.get("event") == "job"]
+    startup = sum(e.get("cpu", 0.0) for e in events if e.get("event") == "ready")
+    marked = Counter(node for job in jobs for node in job.get("marked", []))
+    failures = Counter(job["failure"]["reason_code"] for job in jobs if job.get("failure"))
+    cited = Counter({src_id: len(blocks) for src_id, blocks in
+                     citation_map(mem.workspace).items()})
+    if not clean:  # the first run (one worker, no kills) is the reference
+        clean.update(cited)
+    with pg.connection() as conn:  # first to last job, database clock
+        window = conn.execute("SELECT max(done_at) - min(done_at) FROM work_claims"
+                              ).fetchone()[0] or run["wall"]
+    total = sessions * turns
+    server = None if cpu_after[1] is None or cpu_before[1] is None \
+        else cpu_after[1] - cpu_before[1]
+    publish = [job["publish_s"] for job in jobs if "publish_s" in job]
+    row = {"what": label + (f" ({run['kills']} kills)" if kill_s else ""),
+                 "workers": count, "turns_s": (sessions - 1) * turns / window,
+                 "wall_s": run["wall"],
+                 "cpu_ms": (cpu_after[0] - cpu_before[0] - startup) / total * 1000,
+                 "startup_s": startup,
+                 "server_ms": None if server is None else server / total * 1000,
+                 # the share of each worker's time spent publishing (queued on the
+                 # home's generation row: what no other writer overlaps)
+                 "serial": sum(publish) / (count * window) if publish else None,
+                 "redos": sum(job.get("redos", 0) for job in jobs),
+                 "retried": ", ".join(f"{n} {code}" for code, n in failures.items()),
+                 "load": load(),
+                 "duplicates": f"{sum(n - 1 for n in marked.values() if n > 1)} / "
+                               f"{sum((cited - clean).values())}",
+                 "omissions": owed(mem), "killed": bool(kill_s)}
+    mem.close()
+    return row
 
 
 def show_memory(title: str, rows: list[dict]) -> None:
     """The memory-work table: rate, ratio, CPU per turn, redos, load, the two checks."""
     print(f"\n## {title}\n")
     print("| workers | turns/s | ratio to 1 | wall s | CPU ms/turn: workers (start-up "
-          "excluded) + server = total "
+          "excluded) + server = total | publishing share "
           "| install redos (CONCURRENT_UPDATE) / jobs retried | load 1/5/15 "
           "| turns handed to the writer twice / citations beyond the 1-worker run "
           "| omissions |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "missing" in r:
-            print(f"| {r['what']} | not measurable yet: {r['missing']} | | | | | | | |")
+            print(f"| {r['what']} | not measurable yet: {r['missing']} | | | | | | | | |")
             continue
         cpu = f"{r['cpu_ms']:.2f} + " + ("n/a" if r["server_ms"] is None else
                                          f"{r['server_ms']:.2f} = "
                                          f"{r['cpu_ms'] + r['server_ms']:.2f}")
+        serial = "n/a" if r.get("serial") is None else f"{r['serial'] * 100:.0f} %"
         print(f"| {r['what']} | {r['turns_s']:.1f} | {r['ratio']:.2f}x | {r['wall_s']:.1f} "
-              f"| {cpu} | {r['redos']} / {r['retried'] or 0} | {r['load']} "
+              f"| {cpu} | {serial} | {r['redos']} / {r['retried'] or 0} | {r['load']} "
               f"| {r['duplicates']} | {r['omissions']} |")
+
+
+def show_breakdown(rows: list[dict], cores: int) -> None:
+    """Where one worker's wall time goes, and the ratio that leaves room for on ``cores``."""
+    one = next((r for r in rows if r.get("workers") == 1 and "turns_s" in r), None)
+    if one is None or one["server_ms"] is None:
+        return
+    wall = 1000 / one["turns_s"]
+    busy = one["cpu_ms"] + one["server_ms"]
+    cpu_cap = cores * wall / busy
+    print(f"\nOne worker, per turn: {wall:.2f} ms wall = {one['cpu_ms']:.2f} ms its own CPU"
+          f" + {one['server_ms']:.2f} ms the server's CPU + {max(0.0, wall - busy):.2f} ms "
+          f"neither (round trips, scheduling: {max(0.0, wall - busy) / wall * 100:.0f} %). "
+          f"{cores} cores give at most {cores} / {busy:.2f} ms of CPU per turn = "
+          f"{cpu_cap:.2f}x one worker, if a worker's CPU per turn did not grow with more "
+          "workers", end="")
+    if one.get("serial"):
+        print(f"; publishing ({one['serial'] * 100:.0f} % of its time) caps any number "
+              f"of workers at {1 / one['serial']:.1f}x (Amdahl)", end="")
+    print(". Measured CPU per turn at N workers: " + ", ".join(
+        f"{r['workers']}: {r['cpu_ms'] + r['server_ms']:.2f} ms" for r in rows
+        if "turns_s" in r and not r["killed"] and r["server_ms"] is not None) + ".")
+
+
+def show_versus(rows: list[dict], base: list[dict], rev: str) -> None:
+    print(f"\n## ours beside {rev} (same sizes, same server, runs interleaved)\n")
+    print(f"| run | ours turns/s | {rev} turns/s | ours / {rev} | ratio to 1 worker: ours / "
+          f"{rev} | CPU ms/turn (workers + server): ours / {rev} |")
+    print("|---|---|---|---|---|---|")
+    for ours, theirs in zip(rows, base):
+        if "turns_s" not in ours or "turns_s" not in theirs:
+            continue
+        cpu = [r["cpu_ms"] + (r["server_ms"] or 0.0) for r in (ours, theirs)]
+        print(f"| {ours['what']} | {ours['turns_s']:.0f} | {theirs['turns_s']:.0f} "
+              f"| {ours['turns_s'] / theirs['turns_s']:.2f}x | {ours['ratio']:.2f}x / "
+              f"{theirs['ratio']:.2f}x | {cpu[0]:.2f} / {cpu[1]:.2f} |")
 
 
 def single_section(base: str, sessions: int, turns: int) -> list[dict]:
@@ -414,7 +511,20 @@ def main() -> int:
     ap.add_argument("--shared-sessions", type=int, default=None,
                     help="sessions for the shared-subject runs (default: --sessions, at most "
                          "100: each install rewrites a topic that grows with every session)")
+    ap.add_argument("--baseline-rev", default=None,
+                    help="also run the memory section with this revision's code, interleaved")
+    ap.add_argument("--seed", nargs=4, metavar=("URL", "SESSIONS", "TURNS", "SHARED"),
+                    help=argparse.SUPPRESS)  # a child: seed one home with the code it runs
     args = ap.parse_args()
+    if args.seed:
+        url, sessions, turns, shared = args.seed
+        mem, why = pg_memory(url)
+        if mem is None:
+            print(why, file=sys.stderr)
+            return 1
+        seed_sessions(mem.store, int(sessions), int(turns), int(shared))
+        mem.close()
+        return 0
     if args.quick:
         args.sessions, args.turns = 100, 10
     if args.kill_every is None:
@@ -423,7 +533,9 @@ def main() -> int:
     if not args.url:
         server = PgServer()
         args.url = server.start()
-    try:
+    with contextlib.ExitStack() as stack:
+        if server is not None:
+            stack.callback(server.stop)
         print(f"# bench_pg_workers: {args.sessions} sessions x {args.turns} turns, "
               f"{os.cpu_count()} cores, load {load()} at start")
         if args.only in (None, "queue"):
@@ -432,23 +544,31 @@ def main() -> int:
                  "jobs_s",
                  "run twice at once / bodies run twice (a kill between body and commit)")
         if args.only in (None, "memory"):
-            show_memory("memory work (embedded writer), every session its own subject",
-                        memory_section(args.url, args.sessions, args.turns, args.kill_every))
+            srcs = {"ours": ROOT / "src"}
+            if args.baseline_rev:
+                srcs[args.baseline_rev] = baseline_src(args.baseline_rev, Path(
+                    stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-base-"))))
+            found = memory_section(args.url, args.sessions, args.turns, args.kill_every,
+                                   srcs=srcs)
+            for name, rows in found.items():
+                show_memory(f"memory work (embedded writer), every session its own subject: "
+                            f"{name}", rows)
+                show_breakdown(rows, os.cpu_count() or 1)
+            if args.baseline_rev:
+                show_versus(found["ours"], found[args.baseline_rev], args.baseline_rev)
             if args.shared_topics:
                 shared = args.shared_sessions or min(args.sessions, 100)
-                show_memory(f"memory work, {shared} sessions each on one of "
-                            f"{args.shared_topics} shared subjects (all workers write the same "
-                            "topics)",
-                            memory_section(args.url, shared, args.turns,
-                                           args.kill_every, shared=args.shared_topics,
-                                           counts=(1, 4), kill=False))
+                found = memory_section(args.url, shared, args.turns, args.kill_every,
+                                       shared=args.shared_topics, counts=(1, 4), kill=False,
+                                       srcs=srcs)
+                for name, rows in found.items():
+                    show_memory(f"memory work, {shared} sessions each on one of "
+                                f"{args.shared_topics} shared subjects (all workers write the "
+                                f"same topics): {name}", rows)
         if args.only in (None, "single"):
             show("one writing process: directory vs PostgreSQL home", single_section(
                 args.url, args.sessions, args.turns), "turns_s")
         print(f"\nload {load()} at end")
-    finally:
-        if server is not None:
-            server.stop()
     return 0
 
 

@@ -66,6 +66,7 @@ def test_an_older_homes_creation_order_survives_the_upgrade_and_ranks_continue_a
     mem.workspace.save_runtime(state)
     with PgHome.open(pg_url) as pg, pg.connection() as conn:  # as a home made before step 2
         conn.execute("DROP TABLE memory_block_order; DROP SEQUENCE memory_block_rank;"
+                     " DROP TABLE memory_topic_summaries;"
                      " UPDATE schema_version SET version = 1 WHERE component = 'work'")
     upgraded = homes.open(trigger_tokens=1)  # opening migrates
     say(upgraded, "s", "Venue", "The venue is the river hall; the budget is 50 thousand euros.")

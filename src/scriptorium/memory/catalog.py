@@ -218,8 +218,9 @@ class TopicCatalog:
         with cls._instances_lock:
             catalog = cls._instances.get(key)
             if catalog is None:
-                catalog = cls._instances[key] = cls(workspace.root, workspace.sources,
-                                                    workspace.runtime_dir)
+                own = getattr(workspace, "new_catalog", None)  # a database home brings its own
+                catalog = cls._instances[key] = own() if own is not None else \
+                    cls(workspace.root, workspace.sources, workspace.runtime_dir)
                 atexit.register(catalog.save, only_if_changed=True)
             return catalog
 

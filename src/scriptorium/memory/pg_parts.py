@@ -63,29 +63,39 @@ class AdvisoryLocks:
         them; busy after ``timeout`` ⇒ ConcurrentUpdate."""
         conn = self._take()
         deadline = None if timeout is None else time.monotonic() + timeout
+        # every key tried in one statement (one round trip); a partial grant is given back
+        tries = ", ".join(("pg_try_advisory_lock_shared(%s)" if shared
+                           else "pg_try_advisory_lock(%s)") for _, shared in keys)
         held: list[tuple[int, bool]] = []
         try:
-            for key, shared in keys:
-                fn = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
-                while not conn.execute(f"SELECT {fn}(%s)", (key,)).fetchone()[0]:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise ConcurrentUpdate(f"memory workspace is busy: another writer "
-                                               f"holds the lock of {self.display}")
-                    time.sleep(LOCK_POLL_SECONDS)
-                held.append((key, shared))
+            while True:
+                got = conn.execute(f"SELECT {tries}", [key for key, _ in keys]).fetchone()
+                held = [k for k, ok in zip(keys, got) if ok]
+                if len(held) == len(keys):
+                    return conn
+                self._unlock(conn, held)
+                held = []
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise ConcurrentUpdate(f"memory workspace is busy: another writer "
+                                           f"holds the lock of {self.display}")
+                time.sleep(LOCK_POLL_SECONDS)
         except self.pg._psycopg.OperationalError as exc:
             conn.close()
             raise self.pg._unreachable(exc) from None
         except BaseException:
             self.release(conn, held)
             raise
-        return conn
+
+    @staticmethod
+    def _unlock(conn: Any, keys: Sequence[tuple[int, bool]]) -> None:
+        if keys:
+            conn.execute("SELECT " + ", ".join(
+                ("pg_advisory_unlock_shared(%s)" if shared else "pg_advisory_unlock(%s)")
+                for _, shared in reversed(keys)), [key for key, _ in reversed(keys)])
 
     def release(self, conn: Any, keys: Sequence[tuple[int, bool]]) -> None:
         try:
-            for key, shared in reversed(keys):
-                fn = "pg_advisory_unlock_shared" if shared else "pg_advisory_unlock"
-                conn.execute(f"SELECT {fn}(%s)", (key,))
+            self._unlock(conn, keys)
         except self.pg._psycopg.Error:
             conn.close()  # the locks die with the connection
             return

@@ -28,20 +28,24 @@ began from (:meth:`PgWorkspace.publish`). Upkeep holds the home's lock exclusive
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import CorruptFile, InvalidInput, ReasonCode
 from ..fsutil import atomic_write_bytes, cache_writes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
+from .catalog import TopicSummary
+from .pg_catalog import PgTopicCatalog, summary_of
 from .pg_parts import (AdvisoryLocks, PgBlockedBranches, PgBlockOrder, PgHistory,
                        PgSourceArchive, lock_key, read_counters)
 from .workspace import Workspace
@@ -113,6 +117,13 @@ class PgWorkspace(Workspace):
         self._generation = 0           # the generation the mirror reflects
         self._have: dict[str, int] = {}  # path -> version the mirror holds
         self.conflicts = 0  # installs refused: a topic moved under them (each one is redone)
+        # seconds inside publishing transactions, which queue on the generation row: the
+        # part of a write no other writer of this home can overlap (the benchmark's Amdahl)
+        self.publish_seconds = 0.0
+        self._repull: set[str] = set()  # mirror files dropped, pulled again whatever their version
+        # topic files the refreshes wrote since the catalog last asked: path -> the stored
+        # summary of that version (None: none stored, or deleted)
+        self._changed: dict[str, TopicSummary | None] = {}
         self._runtime_at: int | None = None  # the generation its counters file was checked at
         self._order = PgBlockOrder(RUNTIME_FILE)
         self._counters_seen: Any = None  # the order's marker when the mirror's file was made
@@ -219,10 +230,16 @@ class PgWorkspace(Workspace):
         self._local.step = True
         try:
             with cache_writes():  # what a step writes locally is the mirror: no fsync
+                # the session's archive files as the database holds them: another process
+                # may have written this session last, and the step archives on top of them
+                self.refresh()
                 yield
         finally:
             self._local.step = False
-            self._locks.release(conn, keys)
+            try:
+                self._flush_unpublished()  # a step that installed nothing still archives
+            finally:
+                self._locks.release(conn, keys)
 
     def begin_state(self, catalog: Any) -> "PgBegin":
         """What a transaction began from: the version of every file the mirror holds."""
@@ -250,27 +267,47 @@ class PgWorkspace(Workspace):
         in_step = not counters if counters is not None else getattr(self._local, "step", False)
         runtime: list[bytes | None] = []  # the assembled counters file, when it changed
         marker: Any = self._counters_seen
+        repull = set(self._repull)
         with self.pg.connection() as conn:
+            if not repull and (in_step or self._runtime_at == self._generation):
+                conn.autocommit = True  # the common case, nothing new: one round trip
+                try:
+                    now = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
+                finally:
+                    conn.autocommit = False
+                if now == self._generation:
+                    return
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 generation = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
-                if generation == self._generation and (in_step
-                                                       or self._runtime_at == generation):
+                if generation == self._generation and not repull and (
+                        in_step or self._runtime_at == generation):
                     return
                 rows = conn.execute("SELECT path, version FROM memory_files WHERE version > %s",
                                     (self._generation,)).fetchall()
                 wanted = [path for path, version in rows if self._have.get(path) != version]
-                contents = conn.execute("SELECT path, content, version FROM memory_files "
-                                        "WHERE path = ANY(%s)", (wanted,)).fetchall() \
+                wanted += sorted(repull - set(wanted))
+                # each topic with its summary of that very version, when its install stored one
+                contents = conn.execute(
+                    "SELECT f.path, f.content, f.version, s.summary FROM memory_files f "
+                    "LEFT JOIN memory_topic_summaries s ON s.path = f.path "
+                    "AND s.version = f.version WHERE f.path = ANY(%s)", (wanted,)).fetchall() \
                     if wanted else []
                 if not in_step and self._runtime_at != generation:
                     marker = self._order.marker(conn)
                     if marker != self._counters_seen:
                         runtime.append(self._order.file(conn))
-        for path, content, version in contents:
+        self._repull -= repull
+        for path, content, version, summary in contents:
             if path != RUNTIME_FILE:
                 self._write_mirror(path, None if content is None else bytes(content))
             self._have[path] = version
+            if path.startswith("topics/"):
+                self._changed[path] = summary_of(path, summary) \
+                    if summary is not None and content is not None else None
+        for path in repull - {row[0] for row in contents}:
+            if path.startswith("topics/"):
+                self._changed[path] = None  # gone from the database too
         if runtime:
             self._write_mirror(RUNTIME_FILE, runtime[0])
         if not in_step:
@@ -292,6 +329,34 @@ class PgWorkspace(Workspace):
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 return read_counters(self._order.file(conn))
+
+    def new_catalog(self) -> PgTopicCatalog:
+        """This mirror's topic catalog (see :mod:`.pg_catalog`; ``TopicCatalog.of`` asks)."""
+        return PgTopicCatalog(self)
+
+    def mirror_changes(self) -> dict[str, TopicSummary | None]:
+        """The topic files the refreshes wrote since the last call, with their stored
+        summaries (the catalog's whole view of what changed: nothing else edits a mirror)."""
+        changed, self._changed = self._changed, {}
+        return changed
+
+    def store_summaries(self, summaries: dict[str, str]) -> None:
+        """Store the catalog's summaries of topic files this process installed, each for the
+        version it installed (a newer version's summary is never replaced by an older one).
+        Best effort: a summary that is not stored is a parse for the other writers."""
+        rows = [(rel, self._have[rel], text) for rel, text in sorted(summaries.items())
+                if rel in self._have]
+        if not rows:
+            return
+        try:
+            with self.pg.connection() as conn, conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memory_topic_summaries (path, version, summary) "
+                    "VALUES (%s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
+                    "version = EXCLUDED.version, summary = EXCLUDED.summary "
+                    "WHERE memory_topic_summaries.version < EXCLUDED.version", rows)
+        except self.pg._psycopg.Error:
+            pass  # derived, as above
 
     def _write_mirror(self, rel: str, data: bytes | None) -> None:
         if not _is_memory_path(rel):
@@ -319,15 +384,19 @@ class PgWorkspace(Workspace):
         for rel in writes:
             if not _is_memory_path(rel):
                 raise CorruptFile(f"refusing to store {rel!r}: not a memory path")
-        with self.pg.connection() as conn:
+        began = time.perf_counter()
+        with self.pg.connection() as conn, self._timed(began):
             with conn.transaction():
-                generation: int = conn.execute("UPDATE memory_state SET generation = "
-                                               "generation + 1 RETURNING generation"
-                                               ).fetchone()[0]
-                if base is not None:
-                    topics = sorted(rel for rel in writes if rel.startswith("topics/"))
-                    now = dict(conn.execute("SELECT path, version FROM memory_files WHERE "
-                                            "path = ANY(%s)", (topics,)).fetchall())
+                topics = sorted(rel for rel in writes if rel.startswith("topics/"))
+                with conn.pipeline():  # one round trip: the versions are read once it waited
+                    bumped = conn.execute("UPDATE memory_state SET generation = generation + 1"
+                                          " RETURNING generation")
+                    found = conn.execute("SELECT path, version FROM memory_files WHERE "
+                                         "path = ANY(%s)", (topics,)) if base is not None \
+                        else None
+                generation: int = bumped.fetchone()[0]
+                if base is not None and found is not None:
+                    now = dict(found.fetchall())
                     moved = [rel for rel in topics if now.get(rel) != base.get(rel)]
                     if moved:
                         self.conflicts += 1
@@ -341,9 +410,9 @@ class PgWorkspace(Workspace):
                         del writes[RUNTIME_FILE]
                     else:
                         self._order.saved(conn, writes[RUNTIME_FILE])
-                if created:
-                    self._order.rank(conn, created)
-                with conn.cursor() as cur:
+                with conn.pipeline(), conn.cursor() as cur:  # the rows: one round trip
+                    if created:
+                        self._order.rank(conn, created)
                     cur.executemany(
                         "INSERT INTO memory_files (path, content, version) VALUES (%s, %s, %s) "
                         "ON CONFLICT (path) DO UPDATE SET content = EXCLUDED.content, "
@@ -368,17 +437,63 @@ class PgWorkspace(Workspace):
             self._generation = generation
         return generation
 
+    @contextmanager
+    def _timed(self, began: float) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self.publish_seconds += time.perf_counter() - began
+
     def _publish_sources(self, writes: dict[str, bytes | None]) -> None:
+        """A batch's archived frames. Inside a write step they join the step's install (one
+        database transaction for archive and install: one generation, one pass of the
+        transaction hooks, as the issue allows a database home) or, when the step installs
+        nothing, are pushed as it ends; a crash before either loses only what the redo
+        archives again. Elsewhere they are pushed at once."""
+        if getattr(self._local, "step", False):
+            self._local.unpublished = {**getattr(self._local, "unpublished", {}), **writes}
+            return
         self._push(writes)
+
+    def _take_unpublished(self) -> dict[str, bytes | None]:
+        pending: dict[str, bytes | None] = getattr(self._local, "unpublished", {})
+        self._local.unpublished = {}
+        return pending
+
+    def _flush_unpublished(self) -> None:
+        """Push the step's frames no install took; if that fails the mirror forgets them
+        (they are re-read from the database), so nothing here is ahead of memory."""
+        pending = self._take_unpublished()
+        if not pending:
+            return
+        try:
+            self._push(pending)
+        except BaseException:
+            self._forget_mirror(pending)
+            raise
+
+    def _forget_mirror(self, paths: Iterable[str]) -> None:
+        """Drop ``paths`` from the mirror; the next refresh pulls them again."""
+        for rel in paths:
+            self._have.pop(rel, None)
+            self._repull.add(rel)
+            with contextlib.suppress(OSError, CorruptFile):
+                self._write_mirror(rel, None)
 
     def publish(self, writes: dict[str, bytes | None], message: str, created: list[str],
                 removed: list[str], base: Any) -> str | None:
         """The install's point of no return: its files and revision in one transaction,
         refused (retryable) when a topic it writes moved since ``base``."""
         changed = sorted(rel for rel in writes if rel.startswith("topics/"))
-        generation = self._push(writes, {"message": message, "changed": changed,
-                                         "created": list(created), "removed": list(removed)},
-                                base=base.versions if isinstance(base, PgBegin) else None)
+        pending = self._take_unpublished()  # the step's archived frames commit with it
+        try:
+            generation = self._push({**pending, **writes},
+                                    {"message": message, "changed": changed,
+                                     "created": list(created), "removed": list(removed)},
+                                    base=base.versions if isinstance(base, PgBegin) else None)
+        except BaseException:
+            self._local.unpublished = {**pending, **self._take_unpublished()}
+            raise
         label = f"r{generation}"
         self.git.last_label = label  # type: ignore[attr-defined]
         return label

@@ -43,6 +43,7 @@ class MemoryJobs:
         results: list[SessionResult] = []
         workspace = getattr(self.memory, "workspace", None)
         conflicts = getattr(workspace, "conflicts", 0)
+        published = getattr(workspace, "publish_seconds", 0.0)
         try:
             if job.boundary:
                 results.append(self.memory.write_session(job.session_id))
@@ -61,8 +62,11 @@ class MemoryJobs:
         marked = [node for r in results for node in r.marked]
         # installs redone because another worker's install moved a topic under them
         redos = getattr(workspace, "conflicts", 0) - conflicts
+        # seconds in publishing transactions, which no other writer of the home overlaps
+        serial = getattr(workspace, "publish_seconds", 0.0) - published
         return JobOutcome(failure=stamp_config(self.memory, failure.to_dict()) if failure
-                          else None, detail={"marked": marked, "redos": redos})
+                          else None, detail={"marked": marked, "redos": redos,
+                                             "publish_s": round(serial, 6)})
 
     def _left(self, sid: str, left: "LeftTip") -> SessionResult | None:
         """The head left ``left.tip``: write that branch if it is still a live tip off the

@@ -117,6 +117,17 @@ BLOCK_ORDER = """
 """
 
 # component -> ordered steps; step i (0-based) brings the component to version i + 1
+# What each topic file's blocks hold (ids, lines, links, the sources they cite), stored by
+# the install that wrote that version (memory.pg_catalog), so other writers of the home take
+# it instead of parsing the file. Keyed by the file's version: never used for other bytes.
+TOPIC_SUMMARIES = """
+    CREATE TABLE memory_topic_summaries (
+        path    text PRIMARY KEY,
+        version bigint NOT NULL,
+        summary text NOT NULL
+    )
+"""
+
 MIGRATIONS: dict[str, list[str]] = {
     "home": [
         """
@@ -255,7 +266,7 @@ MIGRATIONS: dict[str, list[str]] = {
         """,
     ],
     # the writer job queue (`memory work`): see scriptorium.postgres.jobs
-    "work": [WORK_QUEUE, BLOCK_ORDER],
+    "work": [WORK_QUEUE, BLOCK_ORDER, TOPIC_SUMMARIES],
     # the importers' ledger (scriptorium.importers.ledger_pg): per source file on each host
     # what was read, and per imported session the graph state an incremental run needs
     "imports": [

@@ -115,8 +115,9 @@ class Worker:
                 outcome = self.handle(job)
             except Exception as exc:  # one job's failure must not end the worker
                 outcome = JobOutcome(failure=_failure_of(exc, self.pg._psycopg.OperationalError))
-            finish(conn, job, outcome, worker=self.name, retry_seconds=self.retry_seconds)
-            conn.execute("SELECT pg_notify(%s, '')", (self.channel,))  # waiting drainers look
+            with conn.pipeline():  # the outcome and the wake-up: one round trip
+                finish(conn, job, outcome, worker=self.name, retry_seconds=self.retry_seconds)
+                conn.execute("SELECT pg_notify(%s, '')", (self.channel,))  # drainers look
         return JobReport(job.session_id, job.seq, job.boundary, [t.tip for t in job.left],
                          outcome.failure, outcome.detail)
 

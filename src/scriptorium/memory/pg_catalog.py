@@ -1,0 +1,98 @@
+"""The topic catalog of a PostgreSQL workspace's mirror: summaries shared through the
+database, so a worker does not parse (nor resolve the citations of) the topics other
+workers installed.
+
+The directory catalog (:mod:`.catalog`) learns a file by parsing it and resolving each
+footnote through the archive, and finds what changed by one ``lstat`` per topic file. On a
+database home neither is needed per job:
+
+* what changed in the mirror is known exactly: the workspace's refresh wrote it
+  (:meth:`~.pg_workspace.PgWorkspace.mirror_changes`), and nobody edits a private mirror by
+  hand, so no walk of ``topics/`` (no per-job cost that grows with the number of topics);
+* each install stores the summaries of the topic files it wrote (``memory_topic_summaries``,
+  keyed by the file's version: a summary is only ever used for the exact bytes it
+  describes), and the mirror's refresh fetches them with the files, so another worker takes
+  a summary instead of parsing; a file whose summary is missing (its writer died between
+  install and summary, or an older program wrote it) is parsed as before.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, sha256, summarize, \
+    title_of
+from .topics import TopicDoc, parse_topic_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .pg_workspace import PgWorkspace
+
+
+def summary_json(summary: TopicSummary) -> str:
+    """A summary as stored (no fingerprint: it names a version, not a local file)."""
+    return json.dumps([summary.sha, [[b.id, b.ids, b.line, b.links, b.targets, b.refs,
+                                      b.unresolved] for b in summary.blocks], summary.title],
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def summary_of(path: str, stored: Any) -> TopicSummary | None:
+    """A stored summary back (None when it cannot be read: the file is parsed instead)."""
+    try:
+        sha, blocks, title = json.loads(stored) if isinstance(stored, (str, bytes)) else stored
+        return TopicSummary(path, str(sha), (0, 0, 0, 0), 0, tuple(
+            BlockSummary(i, tuple(ids), int(line), tuple(tuple(x) for x in links),
+                         tuple(targets), tuple(refs), bool(unresolved))
+            for i, ids, line, links, targets, refs, unresolved in blocks), str(title))
+    except (ValueError, TypeError):
+        return None
+
+
+class PgTopicCatalog(TopicCatalog):
+    """A catalog fed by its workspace's mirror refreshes (see the module docstring)."""
+
+    def __init__(self, workspace: "PgWorkspace") -> None:
+        super().__init__(workspace.root, workspace.sources, None)  # nothing saved: a cache
+        self.workspace = workspace
+        self._loaded = True
+        self.shared = 0  # summaries taken from the database instead of parsing (tests count)
+
+    def refresh(self, hold: int | None = None) -> "PgTopicCatalog":
+        """Learn the topic files the mirror changed since the last refresh: the stored
+        summary of that exact version when there is one, else a parse of the file."""
+        with self._lock:
+            if hold is not None and hold == self._fresh_hold:
+                return self
+            for rel, summary in self.workspace.mirror_changes().items():
+                if summary is None:
+                    self._learn(rel)
+                else:
+                    self._put(summary)
+                    self.shared += 1
+            self._resolve_again()
+            self._fresh_hold = hold
+            return self
+
+    def _learn(self, rel: str) -> None:
+        try:
+            data = (Path(self.root) / rel).read_bytes()
+        except OSError:
+            self._drop(rel)
+            return
+        self._put(summarize(parse_topic_bytes(data, rel, strict=False), self.sources,
+                            sha=sha256(data), title=title_of(data)))
+        self.parses += 1
+
+    def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
+                  resolve: Resolve | None = None) -> None:
+        """Learn an install (as the directory catalog does) and store its summaries for
+        every other worker of the home."""
+        super().installed(docs, data, resolve)
+        with self._lock:
+            summaries = {rel: self._files.get(rel) for rel in docs}
+        self.workspace.store_summaries({rel: summary_json(s) for rel, s in summaries.items()
+                                        if s is not None})
+
+    def save(self, *, only_if_changed: bool = False) -> None:
+        """Nothing to save: the database holds every summary."""
