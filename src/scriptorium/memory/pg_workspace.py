@@ -124,6 +124,7 @@ class PgWorkspace(Workspace):
         # topic files the refreshes wrote since the catalog last asked: path -> the stored
         # summary of that version (None: none stored, or deleted)
         self._changed: dict[str, TopicSummary | None] = {}
+        self._changed_guard = threading.Lock()
         self._runtime_at: int | None = None  # the generation its counters file was checked at
         self._order = PgBlockOrder(RUNTIME_FILE)
         self._counters_seen: Any = None  # the order's marker when the mirror's file was made
@@ -232,7 +233,8 @@ class PgWorkspace(Workspace):
             with cache_writes():  # what a step writes locally is the mirror: no fsync
                 # the session's archive files as the database holds them: another process
                 # may have written this session last, and the step archives on top of them
-                self.refresh()
+                with self.lock(timeout):  # (refreshes, ordered with this process's threads)
+                    pass
                 yield
         finally:
             self._local.step = False
@@ -303,11 +305,13 @@ class PgWorkspace(Workspace):
                 self._write_mirror(path, None if content is None else bytes(content))
             self._have[path] = version
             if path.startswith("topics/"):
-                self._changed[path] = summary_of(path, summary) \
-                    if summary is not None and content is not None else None
-        for path in repull - {row[0] for row in contents}:
-            if path.startswith("topics/"):
-                self._changed[path] = None  # gone from the database too
+                with self._changed_guard:
+                    self._changed[path] = summary_of(path, summary) \
+                        if summary is not None and content is not None else None
+        with self._changed_guard:
+            for path in repull - {row[0] for row in contents}:
+                if path.startswith("topics/"):
+                    self._changed[path] = None  # gone from the database too
         if runtime:
             self._write_mirror(RUNTIME_FILE, runtime[0])
         if not in_step:
@@ -337,7 +341,8 @@ class PgWorkspace(Workspace):
     def mirror_changes(self) -> dict[str, TopicSummary | None]:
         """The topic files the refreshes wrote since the last call, with their stored
         summaries (the catalog's whole view of what changed: nothing else edits a mirror)."""
-        changed, self._changed = self._changed, {}
+        with self._changed_guard:
+            changed, self._changed = self._changed, {}
         return changed
 
     def store_summaries(self, summaries: dict[str, str]) -> None:
