@@ -513,6 +513,9 @@ def main() -> int:
                          "100: each install rewrites a topic that grows with every session)")
     ap.add_argument("--baseline-rev", default=None,
                     help="also run the memory section with this revision's code, interleaved")
+    ap.add_argument("--baseline-src", default=None,
+                    help="the baseline's src/ directory, already checked out (instead of "
+                         "exporting --baseline-rev from this repository)")
     ap.add_argument("--seed", nargs=4, metavar=("URL", "SESSIONS", "TURNS", "SHARED"),
                     help=argparse.SUPPRESS)  # a child: seed one home with the code it runs
     args = ap.parse_args()
@@ -545,7 +548,9 @@ def main() -> int:
                  "run twice at once / bodies run twice (a kill between body and commit)")
         if args.only in (None, "memory"):
             srcs = {"ours": ROOT / "src"}
-            if args.baseline_rev:
+            if args.baseline_rev and args.baseline_src:
+                srcs[args.baseline_rev] = Path(args.baseline_src)
+            elif args.baseline_rev:
                 srcs[args.baseline_rev] = baseline_src(args.baseline_rev, Path(
                     stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-base-"))))
             found = memory_section(args.url, args.sessions, args.turns, args.kill_every,
