@@ -91,8 +91,24 @@ class PgTopicCatalog(TopicCatalog):
         super().installed(docs, data, resolve)
         with self._lock:
             summaries = {rel: self._files.get(rel) for rel in docs}
-        self.workspace.store_summaries({rel: summary_json(s) for rel, s in summaries.items()
-                                        if s is not None})
+        rows = [(rel, version, summary_json(s)) for rel, s in sorted(summaries.items())
+                if s is not None and (version := self.workspace.version_of(rel)) is not None]
+        if rows:
+            self._store(rows)
+
+    def _store(self, rows: list[tuple[str, int, str]]) -> None:
+        """Store (path, version, summary) rows; a newer version's summary is never replaced
+        by an older one. Best effort: a summary not stored is a parse for the others."""
+        pg = self.workspace.pg
+        try:
+            with pg.connection() as conn, conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memory_topic_summaries (path, version, summary) "
+                    "VALUES (%s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
+                    "version = EXCLUDED.version, summary = EXCLUDED.summary "
+                    "WHERE memory_topic_summaries.version < EXCLUDED.version", rows)
+        except pg._psycopg.Error:
+            pass  # derived: the other writers parse that version
 
     def save(self, *, only_if_changed: bool = False) -> None:
         """Nothing to save: the database holds every summary."""

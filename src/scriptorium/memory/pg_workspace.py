@@ -14,12 +14,16 @@ The writers, the transaction's validation and every reader work on files, so eac
 keeps a *mirror*: a private temporary directory laid out like a directory workspace, pulled
 from the database by generation when it is opened and whenever the workspace lock is taken.
 The database is memory; the mirror is a cache that a crash simply throws away, so it is
-written without fsync (:func:`~scriptorium.fsutil.cache_writes`).
+written without fsync (:func:`~scriptorium.fsutil.cache_writes`). The mirror's topic catalog
+learns other writers' topics from the summaries their installs stored (:mod:`.pg_catalog`),
+without parsing them or walking ``topics/``.
 
 The write order is the directory home's, with the database as the point of no return:
-archive (the batch's frames are committed before the writer runs) → install (one database
-transaction writes the topic files, the block ranks and the revision row, whole or not at all)
-→ mark (the session store). The locks are session advisory locks, released by PostgreSQL
+archive → install → mark. Inside a write step the archived frames wait in the mirror and
+commit in the install's own database transaction (with the topic files, the block ranks and
+the revision row, whole or not at all: one generation per batch), or as the step ends when
+it installs nothing; outside a step they commit at once. Then the mark (the session store).
+A crash before that transaction leaves only a redo, which archives the batch again. The locks are session advisory locks, released by PostgreSQL
 when their holder dies, so a killed writer leaves a redo, never a locked home. A write step
 holds the home's lock shared and its session's lock exclusively, so writers of different
 sessions run at once; each install is checked per topic file against the version its stage
@@ -40,12 +44,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from ..errors import CorruptFile, InvalidInput, ReasonCode
+from ..errors import CorruptFile, ReasonCode
 from ..fsutil import atomic_write_bytes, cache_writes, safe_join
 from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
 from .catalog import TopicSummary
 from .pg_catalog import PgTopicCatalog, summary_of
+from .pg_copies import CopyOps
 from .pg_parts import (AdvisoryLocks, PgBlockedBranches, PgBlockOrder, PgHistory,
                        PgSourceArchive, lock_key, read_counters)
 from .workspace import Workspace
@@ -99,7 +104,7 @@ class PgBegin:
         return False
 
 
-class PgWorkspace(Workspace):
+class PgWorkspace(CopyOps, Workspace):
     """A memory workspace whose files are rows of a PostgreSQL home, worked on through a
     private mirror directory (see the module docstring). One per process and home is the
     intended use; several are fine (each has its own mirror and lock connection)."""
@@ -345,23 +350,9 @@ class PgWorkspace(Workspace):
             changed, self._changed = self._changed, {}
         return changed
 
-    def store_summaries(self, summaries: dict[str, str]) -> None:
-        """Store the catalog's summaries of topic files this process installed, each for the
-        version it installed (a newer version's summary is never replaced by an older one).
-        Best effort: a summary that is not stored is a parse for the other writers."""
-        rows = [(rel, self._have[rel], text) for rel, text in sorted(summaries.items())
-                if rel in self._have]
-        if not rows:
-            return
-        try:
-            with self.pg.connection() as conn, conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO memory_topic_summaries (path, version, summary) "
-                    "VALUES (%s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
-                    "version = EXCLUDED.version, summary = EXCLUDED.summary "
-                    "WHERE memory_topic_summaries.version < EXCLUDED.version", rows)
-        except self.pg._psycopg.Error:
-            pass  # derived, as above
+    def version_of(self, rel: str) -> int | None:
+        """The version of ``rel`` the mirror holds (None: not one the database gave it)."""
+        return self._have.get(rel)
 
     def _write_mirror(self, rel: str, data: bytes | None) -> None:
         if not _is_memory_path(rel):
@@ -502,41 +493,6 @@ class PgWorkspace(Workspace):
         label = f"r{generation}"
         self.git.last_label = label  # type: ignore[attr-defined]
         return label
-
-    # -- copies between homes -------------------------------------------------------------
-
-    def adopt_workspace_id(self, workspace_id: str) -> None:
-        """Take ``workspace_id`` as this home's identity (see WorkspaceDir)."""
-        if not WORKSPACE_ID_RE.fullmatch(workspace_id):
-            raise InvalidInput(f"not a workspace id: {workspace_id!r}")
-        with self.pg.connection() as conn:
-            conn.execute("INSERT INTO memory_identity (one, workspace_id) VALUES (true, %s) "
-                         "ON CONFLICT (one) DO NOTHING", (workspace_id,))
-            found = conn.execute("SELECT workspace_id FROM memory_identity").fetchone()[0]
-        if found != workspace_id:
-            raise InvalidInput(f"{self.location} is the memory of workspace {found}, not "
-                               f"{workspace_id}: copy into an empty home")
-        self._workspace_id = workspace_id
-
-    def history(self) -> list[tuple[str, dict[str, bytes | None]]]:
-        """Every install, oldest first: ``(message, {topic path: bytes or None})``."""
-        with self.pg.connection() as conn:
-            revisions = conn.execute("SELECT rev, message FROM memory_revisions "
-                                     "ORDER BY rev").fetchall()
-            files = conn.execute("SELECT rev, path, content FROM memory_file_history "
-                                 "ORDER BY rev, path").fetchall()
-        by_rev: dict[int, dict[str, bytes | None]] = {rev: {} for rev, _ in revisions}
-        for rev, path, content in files:
-            by_rev[rev][path] = None if content is None else bytes(content)
-        return [(message, by_rev[rev]) for rev, message in revisions if by_rev[rev]]
-
-    def replay(self, message: str, files: dict[str, bytes | None]) -> None:
-        """One install of a copied history, as one generation with its revision row."""
-        changed = sorted(rel for rel in files if rel.startswith("topics/"))
-        self._push(dict(files), {"message": message, "changed": changed, "created": [],
-                                 "removed": []} if changed else None)
-        for rel, data in files.items():
-            self._write_mirror(rel, data)
 
     # -- runtime counters -----------------------------------------------------------------------
 
