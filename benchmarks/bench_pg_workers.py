@@ -15,16 +15,24 @@
    (a turn still pending), and the same under SIGKILLs; per run also the CPU seconds per
    turn of the workers (start-up included) and of the PostgreSQL server's processes, the
    installs redone because another worker's install moved a topic (CONCURRENT_UPDATE), and
-   the load average. Every session has a subject (a topic) of its own, as different
-   conversations do; then 1 and 4 workers again with every session on one of
-   --shared-topics subjects, so all workers write the same topics and installs collide.
-   On 2 cores, 4 CPU-bound workers can exceed about 2x one only by the share of its time
-   one worker spends waiting (on the server, on the disk): compare the CPU per turn.
+   the load average, and the publishing share (the time each worker spends in publishing
+   transactions, which queue on the home's generation row: no other writer overlaps it).
+   Every session has a subject (a topic) of its own, as different conversations do; then
+   1 and 4 workers again with every session on one of --shared-topics subjects, so all
+   workers write the same topics and installs collide.
+   After the table, where one worker's wall time goes (its own CPU, the server's CPU,
+   neither: round trips and scheduling) and the ceiling that leaves on this machine's
+   cores: N workers reach at most cores x wall / (CPU per turn) times one worker, and at
+   most 1 / publishing share (Amdahl), whatever N.
+   With --baseline-rev REV the same runs are made with that revision's code (exported from
+   this repository, or --baseline-src DIR), interleaved with ours, and a table puts the two
+   side by side.
 3. One process writing every session (`Memory.write(force=True)`): directory home vs
    PostgreSQL home (the latter as 2).
 
 Run:  python benchmarks/bench_pg_workers.py [--sessions 1000] [--turns 50] [--quick]
       [--queue-sessions N] [--kill-every S] [--only queue|memory|single]
+      [--baseline-rev REV [--baseline-src DIR]]
       [--shared-topics K (default 4; 0 skips)] [--shared-sessions N (default <= 100)]
       [--url postgresql://...]   (default: $SCRIPTORIUM_TEST_PG, else a throwaway server)
 """
