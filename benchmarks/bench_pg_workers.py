@@ -120,9 +120,8 @@ class CpuMeter:
     is None when /proc does not show the server (another machine)."""
 
     def __init__(self, pg: PgHome) -> None:
-        with pg.connection() as conn:
-            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        fields = _proc_stat(backend)
+        with pg.connection() as conn:  # its backend's parent, read while the backend lives
+            fields = _proc_stat(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
         self.postmaster = int(fields[1]) if fields else None
         self.tick = os.sysconf("SC_CLK_TCK")
 
