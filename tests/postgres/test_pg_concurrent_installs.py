@@ -4,7 +4,13 @@ An install ranks the blocks it creates in rows of their own (``memory_block_orde
 by rewriting the one runtime-counters row every other install would also rewrite (and lock);
 readers still see one counters file with the whole creation order. An older home's order
 (kept in that row) survives the upgrade and later ranks continue after it. An install refused
-because another writer's install moved its topic is redone, and the job says how often."""
+because another writer's install moved its topic is redone, and the job says how often.
+
+What a step costs the other writers: its archived frames commit with its install (one
+database transaction, one generation), and a step that installs nothing still archives its
+batch as it ends. Each install stores the catalog summaries of the topic files it wrote, so
+another writer's mirror takes them instead of parsing those files, and only for the exact
+version they describe."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from pgmemkit import Homes
 from scriptorium.memory.catalog import TopicCatalog
 from scriptorium.memory.pg_workspace import RUNTIME_FILE
 from scriptorium.memory.work import MemoryJobs
+from scriptorium.memory.writers.base import WriterAudit
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.postgres.connect import PgHome
 from scriptorium.postgres.jobs import Job
@@ -133,3 +140,59 @@ def test_a_write_step_on_a_database_home_never_waits_for_the_disk_for_its_mirror
     assert mem.write_session("s").failure is None
     assert synced == []  # the mirror is a cache of the database: nothing to flush
     assert homes.open().pending("s") == []
+
+
+def generation(mem) -> int:
+    return rows(mem, "SELECT generation FROM memory_state")[0][0]
+
+
+def test_a_write_step_archives_and_installs_in_one_database_transaction(homes):
+    mem = homes.open(trigger_tokens=1)
+    say(mem, "a", "Venue", "The venue is the river hall; the budget is 50 thousand euros.")
+    before = generation(mem)
+    assert mem.write_session("a").failure is None
+    [(rev,)] = rows(mem, "SELECT rev FROM memory_revisions")
+    assert generation(mem) == before + 1 == rev
+    # the batch's frames carry the install's own generation: they committed together
+    versions = {v for (v,) in rows(mem, "SELECT version FROM memory_files WHERE "
+                                        "starts_with(path, 'sources/')")}
+    assert versions == {rev}
+
+
+class WritesNothing(EmbeddedWriter):
+    def write(self, request):
+        return WriterAudit(self.name, summary="nothing worth keeping")
+
+
+def test_a_step_that_installs_nothing_still_archives_its_batch(homes):
+    mem = homes.open(WritesNothing(), trigger_tokens=1)
+    say(mem, "a", "Venue", "The venue is the river hall; the budget is 50 thousand euros.")
+    result = mem.write_session("a")
+    assert result.failure is not None  # WRITER_NO_PROGRESS: nothing installed, nothing marked
+    assert rows(mem, "SELECT count(*) FROM memory_revisions") == [(0,)]
+    archived = rows(mem, "SELECT content FROM memory_files WHERE starts_with(path, 'sources/')")
+    assert archived and any(b"river hall" in bytes(c) for (c,) in archived)
+
+
+def test_another_writers_topics_reach_a_mirror_as_stored_summaries_not_parses(homes):
+    first = homes.open(trigger_tokens=1)
+    second = homes.open(trigger_tokens=1)  # opened first: everything below reaches it later
+    say(first, "a", "Venue", "The venue is the river hall; the budget is 50 thousand euros.")
+    assert first.write_session("a").failure is None
+    say(second, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
+    assert second.write_session("b").failure is None
+    [path] = [p for p in TopicCatalog.of(first.workspace).paths()]
+    theirs = TopicCatalog.of(second.workspace)
+    assert theirs.shared == 1 and theirs.parses == 0
+    mine = TopicCatalog.of(first.workspace).refresh()
+    assert theirs.summary(path).blocks == mine.summary(path).blocks
+    assert theirs.summary(path).sha == mine.summary(path).sha
+    # a version no install summarised (here: the same bytes, stored again by hand) is parsed
+    with second.workspace.pg.connection() as conn:
+        g = conn.execute("UPDATE memory_state SET generation = generation + 1 "
+                         "RETURNING generation").fetchone()[0]
+        conn.execute("UPDATE memory_files SET version = %s WHERE path = %s", (g, path))
+    second.workspace.refresh()
+    assert theirs.refresh().parses == 1 and theirs.shared == 1
+    assert theirs.summary(path).blocks == mine.summary(path).blocks
+    assert second.verify().ok
