@@ -60,7 +60,10 @@ class PgTopicCatalog(TopicCatalog):
 
     def refresh(self, hold: int | None = None) -> "PgTopicCatalog":
         """Learn the topic files the mirror changed since the last refresh: the stored
-        summary of that exact version when there is one, else a parse of the file."""
+        summary of that exact version when there is one, else a parse of the file. Outside
+        a write step (upkeep, readers) the mirror is also walked as a directory catalog
+        walks ``topics/``, so a file written into it by hand is seen; a write step never
+        walks (its cost follows the batch, not the number of topics)."""
         with self._lock:
             if hold is not None and hold == self._fresh_hold:
                 return self
@@ -70,6 +73,9 @@ class PgTopicCatalog(TopicCatalog):
                 else:
                     self._put(summary)
                     self.shared += 1
+            if not self.workspace.in_write_step():
+                super().refresh(hold)
+                return self
             self._resolve_again()
             self._fresh_hold = hold
             return self

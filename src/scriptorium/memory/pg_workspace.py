@@ -339,6 +339,10 @@ class PgWorkspace(CopyOps, Workspace):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 return read_counters(self._order.file(conn))
 
+    def in_write_step(self) -> bool:
+        """Whether this thread is inside a write step (:meth:`step_lock`)."""
+        return bool(getattr(self._local, "step", False))
+
     def new_catalog(self) -> PgTopicCatalog:
         """This mirror's topic catalog (see :mod:`.pg_catalog`; ``TopicCatalog.of`` asks)."""
         return PgTopicCatalog(self)
