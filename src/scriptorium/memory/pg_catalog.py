@@ -20,14 +20,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, sha256, summarize, \
     title_of
 from .topics import TopicDoc, parse_topic_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .pg_workspace import PgWorkspace
+    from .sources import SourceArchive
+
+
+class MirrorPlace(Protocol):
+    """What the catalog needs of its workspace (``pg_workspace.PgWorkspace``, which imports
+    this module, so it is named by what it provides)."""
+
+    root: Path
+    sources: "SourceArchive"
+    pg: Any
+
+    def mirror_changes(self) -> dict[str, TopicSummary | None]: ...
+
+    def version_of(self, rel: str) -> int | None: ...
+
+    def in_write_step(self) -> bool: ...
 
 
 def summary_json(summary: TopicSummary) -> str:
@@ -52,7 +67,7 @@ def summary_of(path: str, stored: Any) -> TopicSummary | None:
 class PgTopicCatalog(TopicCatalog):
     """A catalog fed by its workspace's mirror refreshes (see the module docstring)."""
 
-    def __init__(self, workspace: "PgWorkspace") -> None:
+    def __init__(self, workspace: MirrorPlace) -> None:
         super().__init__(workspace.root, workspace.sources, None)  # nothing saved: a cache
         self.workspace = workspace
         self._loaded = True
