@@ -5,7 +5,7 @@
    written through the real write path (embedded writer, default settings; see
    ``branch_facts.py``). For a reader on each branch tip: precision@1 of that branch's own
    value, branch-aware search (``session=``, ``head=``) beside branch-blind search.
-2. Cost. The same workspace padded with generated topics (``bench_search.build``) to about
+2. Cost. The same workspace padded with generated topics (``topic_gen.build``) to about
    1 MB and 10 MB: a branch-aware query vs a branch-blind one (same queries, interleaved,
    warm index, warm line cache), and the first branch-aware query of a reader in a long
    session (the line computed, not cached) — the ratio goal is ≤ 1.5×.
@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import bench_search  # noqa: E402
+import topic_gen  # noqa: E402
 import branch_facts  # noqa: E402
 from scriptorium.config import load_settings  # noqa: E402
 from scriptorium.memory.context import memory_context  # noqa: E402
@@ -72,7 +72,7 @@ def padded(base: Path, megabytes: float, tmp: Path) -> SimpleNamespace:
     root = tmp / f"memory-{megabytes:g}"
     shutil.copytree(base, root, ignore=shutil.ignore_patterns(".git", "search.sqlite*"))
     pad = tmp / f"pad-{megabytes:g}"
-    bench_search.build(pad, megabytes)
+    topic_gen.build(pad, megabytes)
     for area in (pad / "topics").iterdir():
         shutil.move(str(area), root / "topics" / area.name)
     for thread in (pad / "sources" / "openprogram" / "_v2").iterdir():

@@ -2,7 +2,7 @@
 curve over the number of writes: ours beside a baseline commit, in one run.
 
 Each side runs in its own process on its own copy of a synthetic workspace (``--size`` MB of
-topics citing archived turns, as in bench_search.py; its history packed first, as a memory
+topics citing archived turns, as topic_gen.py builds them; its history packed first, as a memory
 written to for a while keeps it, see ``workspaces.packed_workspace``). The search index is
 built, then the process makes ``--writes`` writes of one of two kinds:
 

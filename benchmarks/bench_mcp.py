@@ -30,7 +30,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_search import build  # noqa: E402
+from topic_gen import build  # noqa: E402
 
 from scriptorium.memory.search import search  # noqa: E402
 from scriptorium.memory.writing import Memory  # noqa: E402

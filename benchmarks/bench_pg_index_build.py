@@ -1,6 +1,6 @@
 """The PostgreSQL home's search index build beside SQLite's, and beside a baseline revision's.
 
-For each size, one synthetic workspace (bench_search.py's generator: topics citing archived
+For each size, one synthetic workspace (topic_gen.py's generator: topics citing archived
 turns) is indexed, each build in a fresh process on one throwaway durable server: the
 directory home's SQLite FTS5 index, the PostgreSQL index with our code, and the PostgreSQL
 index with ``--baseline-rev``'s code (default 293a2ab: documents inserted file by file with a

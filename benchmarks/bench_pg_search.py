@@ -1,6 +1,6 @@
 """Search on a PostgreSQL home beside the directory home's SQLite FTS5 index, on the same topics.
 
-For synthetic workspaces (the generator of bench_search.py: topics citing archived turns), one
+For synthetic workspaces (the generator in topic_gen.py: topics citing archived turns), one
 process indexes the same files both ways and reports, side by side:
 
 - index build: the whole index from the files;
@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from bench_search import vocabulary
+from topic_gen import vocabulary
 from workspaces import REPO, copy_workspace, load
 
 from scriptorium.memory.search import rebuild, search, update_index

@@ -2,7 +2,7 @@
 
 1. Embedded-writer throughput (archive + transaction + search index + mark) writing one
    session into a workspace that already holds 1 / 10 / 50 MB of topics (synthetic topics
-   citing archived turns, as in bench_search.py), at 16k- and 2k-token batches. Each run is a
+   citing archived turns, as topic_gen.py builds them), at 16k- and 2k-token batches. Each run is a
    fresh process on a fresh copy of the workspace; the first write of the process (which
    builds the topic catalog once: its cost is reported as "cold") is a separate 2-turn
    session, then (after a garbage collection, so the cold write's garbage is not charged to

@@ -55,7 +55,7 @@ def cached_workspace(mb: float) -> Path:
         return path
     shutil.rmtree(path, ignore_errors=True)
     sys.path.insert(0, str(HERE))
-    from bench_search import build  # noqa: E402  (one generator for every benchmark)
+    from topic_gen import build  # one generator for every benchmark
 
     build(path, mb)
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
