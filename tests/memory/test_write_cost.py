@@ -4,8 +4,9 @@ algorithmic properties, counted (files parsed, copied, stat'ed), never timed."""
 from __future__ import annotations
 
 import os
-import time
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -252,18 +253,41 @@ def test_a_stage_left_by_a_dead_process_is_removed(ws, tmp_path):
     assert not parked.exists()
 
 
-def test_a_new_process_starts_from_the_saved_catalog_and_parses_only_what_changed(ws):
-    TopicCatalog.of(ws).refresh().save()
+CHILD_REFRESH = """
+import sys
+from scriptorium.memory.catalog import TopicCatalog
+from scriptorium.memory.workspace import Workspace
+ws = Workspace.open(sys.argv[1])
+catalog = TopicCatalog.of(ws).refresh()
+print(catalog.parses, len(catalog.cited()))
+"""
+
+
+def test_a_second_process_starts_from_the_catalog_file_and_parses_only_what_changed(ws):
+    """The catalog is written as it is learnt (no save at exit): a new process reads it and
+    parses only the file a hand edit changed; what it learns, the next process reuses."""
+    def child() -> list[int]:
+        out = subprocess.run([sys.executable, "-c", CHILD_REFRESH, str(ws.root)], check=True,
+                             capture_output=True, text=True).stdout
+        return [int(x) for x in out.split()]
+
+    assert child() == [0, FILES]
     hand = ws.root / "topics/area-1/t4.md"
     hand.write_text(hand.read_text().replace("kiln", "furnace"))
-    fresh = TopicCatalog(ws.root, ws.sources, ws.runtime_dir).refresh()  # as a new process
-    assert fresh.parses == 1
-    again = TopicCatalog(ws.root, ws.sources).refresh()  # nothing saved: parses everything
+    assert child() == [1, FILES]
+    os.utime(hand, ns=(time.time_ns(), time.time_ns() - 60_000_000_000))  # fingerprint moves
+    assert child() == [0, FILES]  # the bytes are what the last child learnt: hashed, not parsed
+    fresh = TopicCatalog(ws.root, ws.sources, ws.runtime_dir).refresh()
+    again = TopicCatalog(ws.root, ws.sources).refresh()  # no file: parses everything
+    assert again.parses == FILES
     assert [(s.path, s.sha, s.blocks) for s in fresh.summaries()] == \
         [(s.path, s.sha, s.blocks) for s in again.summaries()]
 
 
-def test_a_damaged_saved_catalog_is_ignored(ws):
+def test_a_damaged_catalog_file_is_rebuilt(ws):
+    TopicCatalog.of(ws).close()  # as after the process that wrote it ended
+    for suffix in ("-wal", "-shm"):
+        (ws.runtime_dir / (catalog_mod.SAVED_FILE + suffix)).unlink(missing_ok=True)
     (ws.runtime_dir / catalog_mod.SAVED_FILE).write_text('{"version": 1, "files": [[1]]}')
     fresh = TopicCatalog(ws.root, ws.sources, ws.runtime_dir).refresh()
     assert fresh.parses == FILES and fresh.cited() == set(ws.ids[:FILES])

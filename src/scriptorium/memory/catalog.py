@@ -13,8 +13,10 @@ timestamp tick of when it was summarised ("racily clean") is also checked by con
 A transaction hands it the files it installed (:meth:`TopicCatalog.installed`), already
 parsed, so the next batch re-reads nothing.
 
-The summaries are saved in the runtime dir (``topic-catalog.json``) after a cold build and
-when the process exits, so a new process checks fingerprints instead of parsing everything.
+The summaries live in a SQLite file in the runtime dir (scriptorium.memory.catalog_db), not
+in the process: its memory does not grow with memory's size, and each summary is written as it
+is learnt, so parsing every topic is paid once per home, not once per process (a new process,
+or one started after a crash, checks fingerprints instead).
 
 It also answers, without touching the files: which topic is on a subject (by file name or
 title, :meth:`TopicCatalog.named`: the embedded writer's "extend, don't duplicate"), and
@@ -28,22 +30,22 @@ directories change (evidence archived later), as the search index does.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
+import logging
 import os
 import posixpath
 import re
+import sqlite3
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass
-from functools import cached_property
+from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, KeysView, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
-from ..errors import ScriptoriumError
-from ..fsutil import atomic_write_text
+from .catalog_db import (
+    DB_FILE, BlockSummary, CatalogDB, FileState, Fingerprint, IdView, TopicSummary,
+)
 from .topics import TopicDoc, parse_topic_bytes
 from .walk import markdown_files, sources_signature
 
@@ -64,11 +66,10 @@ class CatalogPlace(Protocol):
 RACY_NS = 3_000_000_000
 RACY_FINE_NS = 100_000_000
 
-Fingerprint = tuple[int, int, int, int]
-SAVED_FILE = "topic-catalog.json"
-SAVED_VERSION = 2
-LOG_LIMIT = 100_000  # changes remembered for changed_since
-SAVE_AFTER = 64  # summaries learnt before the catalog is saved again (and at exit)
+SAVED_FILE = DB_FILE
+WRITE_AFTER = 64  # summaries parsed before they are written to the catalog's file
+
+log = logging.getLogger(__name__)
 
 
 def fingerprint(st: os.stat_result) -> Fingerprint:
@@ -98,43 +99,6 @@ def title_of(data: bytes) -> str:
     first = data.split(b"\n", 1)[0]
     return first[2:].decode("utf-8", errors="replace").strip() if first.startswith(b"# ") \
         else ""
-
-
-@dataclass(frozen=True)
-class BlockSummary:
-    """The parts of a block the write path needs (field names match ``topics.Block`` so
-    ``validate_tree`` reads either)."""
-
-    id: str
-    ids: tuple[str, ...]
-    line: int
-    links: tuple[tuple[str, str], ...]
-    targets: tuple[str, ...]      # footnote link targets, in citation order
-    refs: tuple[str, ...]         # the source ids they resolve to, each once
-    unresolved: bool
-
-
-@dataclass(frozen=True)
-class TopicSummary:
-    path: str
-    sha: str
-    fp: Fingerprint
-    checked_ns: int
-    blocks: tuple[BlockSummary, ...]
-    title: str = ""
-
-    @property
-    def unresolved(self) -> bool:
-        return any(b.unresolved for b in self.blocks)
-
-    @cached_property
-    def refs_by_id(self) -> dict[str, frozenset[str]]:
-        """Block id or alias -> the sources the blocks answering to it cite."""
-        out: dict[str, set[str]] = {}
-        for block in self.blocks:
-            for block_id in block.ids:
-                out.setdefault(block_id, set()).update(block.refs)
-        return {k: frozenset(v) for k, v in out.items()}
 
 
 def _targets(doc: TopicDoc, block) -> tuple[str, ...]:
@@ -183,30 +147,25 @@ def summarize(doc: TopicDoc, sources: "SourceArchive", *, sha: str = "",
     return TopicSummary(doc.path, sha, fp, checked_ns, tuple(blocks), title)
 
 
+
 class TopicCatalog:
-    """The summaries of one workspace's committed topics (see the module docstring). Shared
-    per process and workspace through :meth:`of`; safe to use from several threads."""
+    """The summaries of one workspace's committed topics (see the module docstring), kept in
+    its runtime dir's ``topic-catalog.sqlite`` (in memory when there is no runtime dir or the
+    file cannot be used). One per process and workspace through :meth:`of`; safe to use
+    from several threads, and several processes share the file."""
 
     _instances: dict[str, "TopicCatalog"] = {}
     _instances_lock = threading.Lock()
+    _open: "OrderedDict[int, TopicCatalog]" = OrderedDict()  # catalogs holding a connection
+    MAX_OPEN = 8  # past this, the least recently opened catalog's file is closed
 
     def __init__(self, root: Path, sources: "SourceArchive", runtime_dir: Path | None = None):
         self.root = Path(root)
         self.sources = sources
         self.saved_path = Path(runtime_dir) / SAVED_FILE if runtime_dir is not None else None
-        self._loaded = False
-        self._unsaved = 0                     # summaries learnt since the last save
         self._lock = threading.RLock()
-        self._files: dict[str, TopicSummary] = {}
-        self._cited: Counter[str] = Counter()
-        self._where: dict[str, list[str]] = {}  # block id or alias -> topic paths holding it
+        self._db: CatalogDB | None = None     # opened on first use
         self._sources_seen: tuple | None = None
-        self._linking: set[str] = set()       # files holding at least one block link
-        self._unresolved: set[str] = set()    # files with a footnote the archive lacked
-        self._duplicates: set[str] = set()    # ids more than one file holds (a broken tree)
-        self._names: dict[str, set[str]] = {}  # "stem:…" / "title:…" (slugged) -> paths
-        self._log: list[str] = []             # paths in the order their summaries changed
-        self._log_base = 0                    # how many entries were trimmed off the front
         self._fresh_hold: int | None = None   # the lock hold the last refresh ran in
         self.history_seq: int | None = None   # the seq this process last committed to git at
         self.parses = 0                       # files parsed so far (tests count them)
@@ -221,8 +180,59 @@ class TopicCatalog:
                 own = getattr(workspace, "new_catalog", None)  # a database home brings its own
                 catalog = cls._instances[key] = own() if own is not None else \
                     cls(workspace.root, workspace.sources, workspace.runtime_dir)
-                atexit.register(catalog.save, only_if_changed=True)
             return catalog
+
+    @property
+    def db(self) -> CatalogDB:
+        """The catalog's tables, opened on first use (and again after :meth:`close`)."""
+        with self._lock:
+            if self._db is None:
+                if self.saved_path is not None:
+                    self.saved_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._db = CatalogDB(self.saved_path)
+                self._opened()
+            return self._db
+
+    def _opened(self) -> None:
+        """Keep at most MAX_OPEN catalogs' files open per process (a process that touches
+        many workspaces, like a test run, would otherwise hold a descriptor for each)."""
+        if self._db is None or self._db.path is None:
+            return  # in memory: closing it would lose it
+        with TopicCatalog._instances_lock:
+            TopicCatalog._open[id(self)] = self
+            victims = list(TopicCatalog._open.values())[:-self.MAX_OPEN]
+        for other in victims:
+            if other._lock.acquire(blocking=False):  # busy: closed another time
+                try:
+                    other.close()
+                finally:
+                    other._lock.release()
+
+    def close(self) -> None:
+        """Close the catalog's file (it is opened again when next used)."""
+        with self._lock:
+            with TopicCatalog._instances_lock:
+                TopicCatalog._open.pop(id(self), None)
+            if self._db is not None and self._db.path is not None:
+                self._db.close()
+                self._db = None
+
+    def _in_memory(self, exc: Exception) -> None:
+        """The catalog's file failed under a write (disk full, locked for a minute): go on
+        with a catalog in memory, rebuilt by the next refresh, whose change-log positions
+        never match the file's (so a stage synced to the file compares every file)."""
+        log.warning("topic catalog %s failed (%s); keeping it in memory", self.saved_path, exc)
+        old = self._db
+        seq = 0
+        if old is not None:
+            try:
+                seq = old.seq
+            except sqlite3.Error:
+                seq = 1 << 40
+            old.close()
+        self._db = CatalogDB(None, first_seq=seq + 1)
+        self._fresh_hold = None
+        self._sources_seen = None
 
     # -- keeping it current -------------------------------------------------------------
 
@@ -235,37 +245,67 @@ class TopicCatalog:
         with self._lock:
             if hold is not None and hold == self._fresh_hold:
                 return self
-            if not self._loaded:
-                self._loaded = True
-                self._load_saved()
-            now = time.time_ns()
-            self.scans += 1
-            disk = markdown_files(self.root, "topics")
-            for rel in [r for r in self._files if r not in disk]:
-                self._drop(rel)
-            for rel, st in disk.items():
-                old = self._files.get(rel)
-                fp = fingerprint(st)
-                if old is not None and old.fp == fp and not is_racy(fp, old.checked_ns):
-                    continue
-                try:
-                    data = (self.root / rel).read_bytes()
-                except OSError:
-                    self._drop(rel)
-                    continue
-                sha = sha256(data)
-                if old is not None and old.sha == sha:
-                    self._files[rel] = TopicSummary(rel, sha, fp, now, old.blocks, old.title)
-                    continue
-                self._put(summarize(parse_topic_bytes(data, rel, strict=False), self.sources,
-                                    sha=sha, fp=fp, checked_ns=now, title=title_of(data)))
-                self.parses += 1
-                self._unsaved += 1
-            self._resolve_again()
-            if self._unsaved >= SAVE_AFTER:
-                self.save()
+            try:
+                self._refresh()
+            except sqlite3.Error as exc:
+                self._in_memory(exc)
+                self._refresh()
             self._fresh_hold = hold
             return self
+
+    def _refresh(self) -> None:
+        now = time.time_ns()
+        self.scans += 1
+        db = self.db
+        disk = markdown_files(self.root, "topics")
+        known = db.file_states()
+        learnt: list[TopicSummary | str] = []  # summaries to put, paths to drop
+        for rel in known.keys() - disk.keys():
+            learnt.append(rel)
+        touched: list[tuple[str, Fingerprint]] = []
+        for rel, st in disk.items():
+            old = known.get(rel)
+            fp = fingerprint(st)
+            if old is not None and old.fp == fp and not is_racy(fp, old.checked_ns):
+                continue
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError:
+                learnt.append(rel)
+                continue
+            sha = sha256(data)
+            if old is not None and old.sha == sha:
+                touched.append((rel, fp))
+                continue
+            learnt.append(summarize(parse_topic_bytes(data, rel, strict=False), self.sources,
+                                    sha=sha, fp=fp, checked_ns=now, title=title_of(data)))
+            self.parses += 1
+            if len(learnt) >= WRITE_AFTER:  # written as learnt: a crash keeps what was parsed
+                self._write(learnt, touched, now)
+        self._write(learnt, touched, now)
+        self._resolve_again()
+
+    def _write(self, learnt: list, touched: list, now: int) -> None:
+        if not learnt and not touched:
+            return
+        db = self.db
+        with db.transaction():
+            for item in learnt:
+                if isinstance(item, str):
+                    db.drop(item)
+                else:
+                    db.put(item, _name_keys(item))
+            for rel, fp in touched:
+                db.touch(rel, fp, now)
+        learnt.clear()
+        touched.clear()
+
+    def _put(self, summary: TopicSummary) -> None:
+        """Record one summary learnt elsewhere (a subclass's source of summaries)."""
+        self._write([summary], [], 0)
+
+    def _drop(self, rel: str) -> None:
+        self._write([rel], [], 0)
 
     def forget_hold(self) -> None:
         """The next refresh walks topics/ whatever hold it runs in (a commit found memory
@@ -278,7 +318,10 @@ class TopicCatalog:
         if signature == self._sources_seen:
             return
         self._sources_seen = signature
-        for summary in [self._files[rel] for rel in sorted(self._unresolved)]:
+        for (rel,) in self.db.rows("SELECT path FROM files WHERE unresolved ORDER BY path"):
+            summary = self.db.summary(rel)
+            if summary is None:
+                continue
             blocks = []
             for b in summary.blocks:
                 refs, unresolved = _resolved(self.sources.resolve_target, summary.path,
@@ -286,8 +329,9 @@ class TopicCatalog:
                     if b.unresolved else (b.refs, False)
                 blocks.append(BlockSummary(b.id, b.ids, b.line, b.links, b.targets, refs,
                                            unresolved))
-            self._put(TopicSummary(summary.path, summary.sha, summary.fp, summary.checked_ns,
-                                   tuple(blocks), summary.title))
+            self._write([TopicSummary(summary.path, summary.sha, summary.fp,
+                                      summary.checked_ns, tuple(blocks), summary.title)],
+                        [], 0)
 
     def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
                   resolve: Resolve | None = None) -> None:
@@ -296,197 +340,124 @@ class TopicCatalog:
         holds the workspace write lock."""
         with self._lock:
             now = time.time_ns()
+            learnt: list[TopicSummary | str] = []
             for rel, doc in docs.items():
                 body = data.get(rel)
                 if doc is None or body is None:
-                    self._drop(rel)
+                    learnt.append(rel)
                     continue
                 try:
                     st = os.lstat(self.root / rel)
                 except OSError:
-                    self._drop(rel)
+                    learnt.append(rel)
                     continue
-                self._put(summarize(doc, self.sources, sha=sha256(body), fp=fingerprint(st),
-                                    checked_ns=now, resolve=resolve, title=title_of(body)))
-                self._unsaved += 1
+                learnt.append(summarize(doc, self.sources, sha=sha256(body),
+                                        fp=fingerprint(st), checked_ns=now, resolve=resolve,
+                                        title=title_of(body)))
+            try:
+                self._write(learnt, [], now)
+            except sqlite3.Error as exc:  # what it failed to learn, the next refresh reads
+                self._in_memory(exc)
 
-    def _put(self, summary: TopicSummary) -> None:
-        if summary.path not in self._files:
-            self._note(summary.path)
-        self._drop(summary.path)
-        self._files[summary.path] = summary
-        for key in _name_keys(summary):
-            self._names.setdefault(key, set()).add(summary.path)
-        if any(block.links for block in summary.blocks):
-            self._linking.add(summary.path)
-        if summary.unresolved:
-            self._unresolved.add(summary.path)
-        for block in summary.blocks:
-            self._cited.update(block.refs)
-            for block_id in block.ids:
-                paths = self._where.setdefault(block_id, [])
-                if summary.path not in paths:
-                    paths.append(summary.path)
-                if len(paths) > 1:
-                    self._duplicates.add(block_id)
-
-    def _drop(self, rel: str) -> None:
-        old = self._files.pop(rel, None)
-        if old is None:
-            return
-        self._note(rel)
-        for key in _name_keys(old):
-            paths = self._names.get(key)
-            if paths is not None:
-                paths.discard(rel)
-                if not paths:
-                    del self._names[key]
-        self._linking.discard(rel)
-        self._unresolved.discard(rel)
-        for block in old.blocks:
-            self._cited.subtract(block.refs)
-            for ref in block.refs:
-                if self._cited[ref] <= 0:
-                    del self._cited[ref]
-            for block_id in block.ids:
-                paths = self._where.get(block_id)
-                if paths is not None and rel in paths:
-                    paths.remove(rel)
-                    if len(paths) < 2:
-                        self._duplicates.discard(block_id)
-                    if not paths:
-                        del self._where[block_id]
-
-    def _note(self, rel: str) -> None:
-        self._log.append(rel)
-        if len(self._log) > LOG_LIMIT:  # older readers of the log start again from scratch
-            half = len(self._log) // 2
-            del self._log[:half]
-            self._log_base += half
+    # -- the change log -----------------------------------------------------------------------
 
     @property
     def seq(self) -> int:
-        """How many summary changes the catalog has seen (see :meth:`changed_since`)."""
-        return self._log_base + len(self._log)
+        """Where the catalog's change log stands (see :meth:`changed_since`)."""
+        with self._lock:
+            return self.db.seq
 
     def changed_since(self, seq: int) -> set[str] | None:
         """Paths whose summary changed (added, replaced, dropped) since :attr:`seq` was
         ``seq``; None when that is too long ago to tell (the caller compares everything)."""
         with self._lock:
-            if seq < self._log_base or seq > self.seq:
-                return None
-            return set(self._log[seq - self._log_base:])
-
-    # -- saved between processes ---------------------------------------------------------
-
-    def save(self, *, only_if_changed: bool = False) -> None:
-        """Write the summaries to ``<runtime>/topic-catalog.json`` so the next process starts
-        from them (each is still checked against its file's fingerprint before use)."""
-        if self.saved_path is None or (only_if_changed and not self._unsaved):
-            return
-        with self._lock:
-            files = [[s.path, s.sha, list(s.fp), s.checked_ns,
-                      [[b.id, b.ids, b.line, b.links, b.targets, b.refs, b.unresolved]
-                       for b in s.blocks], s.title] for s in self._files.values()]
-            try:
-                atomic_write_text(self.saved_path, json.dumps(
-                    {"version": SAVED_VERSION, "files": files}, ensure_ascii=False,
-                    separators=(",", ":")), durable=False)
-                self._unsaved = 0
-            except (OSError, ScriptoriumError):  # e.g. a symlinked runtime dir is refused
-                pass  # derived: the next process parses what it must
-
-    def _load_saved(self) -> None:
-        if self.saved_path is None:
-            return
-        try:
-            saved = json.loads(self.saved_path.read_bytes())
-            if saved.get("version") != SAVED_VERSION:
-                return
-            for path, sha, fp, checked, blocks, title in saved["files"]:
-                self._put(TopicSummary(path, sha, tuple(fp), checked, tuple(
-                    BlockSummary(i, tuple(ids), line, tuple(tuple(x) for x in links),
-                                 tuple(targets), tuple(refs), bool(unresolved))
-                    for i, ids, line, links, targets, refs, unresolved in blocks), str(title)))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            self._files.clear()
-            self._cited.clear()
-            self._where.clear()
-            self._linking.clear()
-            self._unresolved.clear()
-            self._duplicates.clear()
-            self._names.clear()
+            return self.db.changed_since(seq)
 
     # -- answers --------------------------------------------------------------------------
 
-    def summaries(self) -> list[TopicSummary]:
-        with self._lock:
-            return [self._files[rel] for rel in sorted(self._files)]
-
-    def by_path(self) -> dict[str, TopicSummary]:
-        """A copy of the summaries by path (they are immutable: what the tree held now)."""
-        with self._lock:
-            return dict(self._files)
-
     def summary(self, rel: str) -> TopicSummary | None:
-        return self._files.get(rel)
+        with self._lock:
+            return self.db.summary(rel)
+
+    def summaries(self) -> list[TopicSummary]:
+        """Every summary, read from the file (for tests and whole-tree checks)."""
+        return [s for s in map(self.summary, self.paths()) if s is not None]
+
+    def file_states(self) -> dict[str, FileState]:
+        """Path -> (hash, fingerprint, when checked) of every topic file, without blocks."""
+        with self._lock:
+            return self.db.file_states()
+
+    def shas(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self.db.rows("SELECT path, sha FROM files"))
 
     def paths(self) -> list[str]:
         with self._lock:
-            return sorted(self._files)
+            return [r[0] for r in self.db.rows("SELECT path FROM files ORDER BY path")]
 
     def cited(self, refs: Iterable[str] | None = None) -> set[str]:
         """The source ids some committed block cites (only among ``refs`` when given)."""
         with self._lock:
-            if refs is None:
-                return set(self._cited)
-            return {ref for ref in refs if self._cited.get(ref, 0) > 0}
+            return self.db.cited(refs)
 
     def where(self, block_id: str) -> str | None:
         """The topic file holding the block with this id or alias."""
-        paths = self._where.get(block_id)
+        paths = self.paths_of(block_id)
         return paths[0] if paths else None
 
     def paths_of(self, block_id: str) -> list[str]:
         """Every topic file holding a block with this id or alias (two: a duplicate)."""
-        return list(self._where.get(block_id, ()))
+        with self._lock:
+            return self.db.paths_of(block_id)
+
+    def paths_citing(self, target: str) -> list[str]:
+        """The topic files with a footnote linking ``target``, sorted."""
+        with self._lock:
+            return [r[0] for r in self.db.rows(
+                "SELECT path FROM targets WHERE target=? ORDER BY path", (target,))]
 
     def duplicates(self) -> list[str]:
         with self._lock:
-            return sorted(self._duplicates)
+            return [r[0] for r in self.db.rows("SELECT id FROM dups ORDER BY id")]
 
     def links(self) -> list[tuple[str, str, str, int]]:
         """Every block link of the tree: (file, linked path, linked id, line of the block)."""
         with self._lock:
-            return [(rel, path, bid, block.line) for rel in sorted(self._linking)
-                    for block in self._files[rel].blocks for path, bid in block.links]
+            return [tuple(r) for r in self.db.rows(  # type: ignore[misc]
+                "SELECT path, target, id, line FROM links ORDER BY path, rowid")]
 
     def refs_of(self, block_id: str) -> set[str]:
         """The sources committed blocks answering to ``block_id`` cite."""
         out: set[str] = set()
-        for rel in self._where.get(block_id, ()):
-            out |= self._files[rel].refs_by_id.get(block_id, frozenset())
+        with self._lock:
+            for (refs,) in self.db.rows(
+                    "SELECT b.refs FROM ids i JOIN blocks b ON b.path = i.path AND b.n = i.n "
+                    "WHERE i.id=?", (block_id,)):
+                out.update(json.loads(refs))
         return out
 
     def ids(self) -> set[str]:
-        with self._lock:
-            return set(self._where)
+        return set(self.has_id())
 
-    def has_id(self) -> "KeysView[str]":
-        """The committed block ids and aliases as a live view: ``in`` without copying them all
-        (a transaction asks under the write lock, so no install changes it meanwhile)."""
-        return self._where.keys()
+    def has_id(self) -> IdView:
+        """The committed block ids and aliases as a set asked one at a time (``in``) without
+        loading them all (a transaction asks under the write lock, so no install changes it
+        meanwhile)."""
+        return IdView(self.db, self._lock)
 
     def named(self, stem: str, title: str) -> list[str]:
         """Topic paths whose file name is ``stem`` (``stem.md``) or whose title slugs to
         ``title`` (:func:`slug`), sorted."""
+        keys = [f"stem:{stem}"] + ([f"title:{title}"] if title else [])
         with self._lock:
-            found = set(self._names.get(f"stem:{stem}", ()))
-            if title:
-                found |= self._names.get(f"title:{title}", set())
-            return sorted(found)
+            return [r[0] for r in self.db.rows(
+                f"SELECT DISTINCT path FROM names WHERE key IN ({','.join('?' * len(keys))}) "
+                "ORDER BY path", tuple(keys))]
 
     def blocks(self) -> Iterator[tuple[str, BlockSummary]]:
-        for summary in self.summaries():
-            for block in summary.blocks:
-                yield summary.path, block
+        """Every block, file by file (one file's summary read at a time)."""
+        for rel in self.paths():
+            summary = self.summary(rel)
+            for block in summary.blocks if summary is not None else ():
+                yield rel, block

@@ -2,7 +2,7 @@
 
 Hashing or stat'ing every memory file twice per transaction made each write cost as much as
 all of memory. What begin saw is instead taken from what it already had: the topic catalog's
-summaries (refreshed at begin: fingerprint and hash per topic file), the archive's directory
+file states (refreshed at begin: fingerprint and hash per topic file), the archive's directory
 mtimes (every archive write replaces a file by rename), ``runtime.json``'s fingerprint, the
 install counter, and which hold of the write lock it ran under.
 
@@ -24,7 +24,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from .catalog import Fingerprint, TopicCatalog, TopicSummary, fingerprint, is_racy, sha256
+from .catalog import TopicCatalog, fingerprint, is_racy, sha256
+from .catalog_db import FileState, Fingerprint
 from .walk import markdown_files, sources_signature
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +39,7 @@ def _fp(path: str) -> Fingerprint | None:
         return None
 
 
-def _unchanged(path: str, summary: TopicSummary | None,
+def _unchanged(path: str, summary: FileState | None,
                st: os.stat_result | None = None) -> bool:
     """Does the file at ``path`` (its lstat ``st`` when known) still hold what ``summary``
     (None: no file) describes?"""
@@ -62,14 +63,14 @@ class BeginState:
     refresh); :meth:`moved` answers at commit whether memory moved since."""
 
     lock_hold: int | None
-    topics: dict[str, TopicSummary]
+    topics: dict[str, FileState]
     sources: tuple
     runtime: Fingerprint | None
     generation: int | None
 
     @classmethod
     def take(cls, ws: "WorkspaceDir", catalog: TopicCatalog) -> "BeginState":
-        return cls(ws.lock_hold(), catalog.by_path(), sources_signature(ws.root),
+        return cls(ws.lock_hold(), catalog.file_states(), sources_signature(ws.root),
                    _fp(str(ws.runtime_path)), ws.generation())
 
     def moved(self, ws: "WorkspaceDir") -> bool:

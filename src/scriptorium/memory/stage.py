@@ -215,7 +215,7 @@ class Stage:
         self.put(rel, data)
 
     def _sync_all(self, workspace: "WorkspaceDir", catalog: TopicCatalog) -> None:
-        want = {s.path: s.sha for s in catalog.summaries()}
+        want = catalog.shas()
         try:
             drift = self.changes()
         except StageError:

@@ -244,16 +244,8 @@ class _Plan:
         change under the lock, so each target is resolved once per plan (``self.plain`` keeps
         the archive's own answers, which the catalog learns the installed files with)."""
         arch = self.ws.sources
-        by_target: dict[str, list[str]] = {}
         plain: dict[tuple[str, str], str | None] = {}
-
-        def committed_paths(target: str) -> list[str]:
-            if not by_target:  # built on the first miss only
-                for path, block in self.catalog.blocks():
-                    for each in block.targets:
-                        by_target.setdefault(each, []).append(path)
-                by_target.setdefault("", [])
-            return by_target.get(target, [])
+        committed_paths = self.catalog.paths_citing
 
         def resolve_plain(path: str, target: str) -> str | None:
             key = (posixpath.dirname(path), target)

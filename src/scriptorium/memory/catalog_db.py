@@ -1,0 +1,350 @@
+"""Where the topic catalog keeps its summaries: one SQLite file in the workspace's runtime dir.
+
+Held in dictionaries, the summaries made a process's memory grow with memory's size (about
+2.6 kB per written session, never let go) and had to be saved whole at exit. In tables, the
+process holds none of them: every answer is an indexed lookup, every change is written as it
+is learnt (one short transaction per install or per few dozen files parsed), and the next
+process, or one started after a crash, starts from what the last one learnt instead of
+parsing every topic again.
+
+Tables (all derived; a damaged or foreign file is deleted and rebuilt by parsing):
+``files`` (fingerprint, hash, title per topic file), ``blocks`` (each block's summary),
+``ids`` / ``dups`` (which file holds a block id; ids more than one file holds), ``cites``
+(which file cites a source), ``targets`` (which file links a footnote target), ``names``
+(file name and title keys), ``links`` (block links) and ``log`` (paths in the order their
+summaries changed, for ``changed_since``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Set
+from pathlib import Path
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Iterable, Iterator, NamedTuple
+
+log = logging.getLogger(__name__)
+
+DB_FILE = "topic-catalog.sqlite"
+OLD_FILE = "topic-catalog.json"  # what earlier versions saved: dropped on open
+SCHEMA_VERSION = "3"
+LOG_LIMIT = 100_000  # changes remembered for changed_since
+_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+_SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE files(path TEXT PRIMARY KEY, sha TEXT NOT NULL, mtime INT, ctime INT, size INT,
+                   ino INT, checked INT, title TEXT, unresolved INT);
+CREATE TABLE blocks(path TEXT, n INT, id TEXT, ids TEXT, line INT, links TEXT, targets TEXT,
+                    refs TEXT, unresolved INT, PRIMARY KEY (path, n)) WITHOUT ROWID;
+CREATE TABLE ids(id TEXT, path TEXT, n INT);
+CREATE INDEX ids_id ON ids(id);
+CREATE INDEX ids_path ON ids(path);
+CREATE TABLE dups(id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE cites(ref TEXT, path TEXT, PRIMARY KEY (ref, path)) WITHOUT ROWID;
+CREATE INDEX cites_path ON cites(path);
+CREATE TABLE targets(target TEXT, path TEXT, PRIMARY KEY (target, path)) WITHOUT ROWID;
+CREATE INDEX targets_path ON targets(path);
+CREATE TABLE names(key TEXT, path TEXT, PRIMARY KEY (key, path)) WITHOUT ROWID;
+CREATE INDEX names_path ON names(path);
+CREATE TABLE links(path TEXT, target TEXT, id TEXT, line INT);
+CREATE INDEX links_path ON links(path);
+CREATE TABLE log(seq INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT);
+"""
+_BY_PATH = ("blocks", "ids", "cites", "targets", "names", "links")
+
+
+Fingerprint = tuple[int, int, int, int]
+
+
+class FileState(NamedTuple):
+    """What the catalog last saw of one topic file (no blocks): enough to tell if it moved."""
+
+    sha: str
+    fp: Fingerprint
+    checked_ns: int
+
+
+@dataclass(frozen=True)
+class BlockSummary:
+    """The parts of a block the write path needs (field names match ``topics.Block`` so
+    ``validate_tree`` reads either)."""
+
+    id: str
+    ids: tuple[str, ...]
+    line: int
+    links: tuple[tuple[str, str], ...]
+    targets: tuple[str, ...]      # footnote link targets, in citation order
+    refs: tuple[str, ...]         # the source ids they resolve to, each once
+    unresolved: bool
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    path: str
+    sha: str
+    fp: Fingerprint
+    checked_ns: int
+    blocks: tuple[BlockSummary, ...]
+    title: str = ""
+
+    @property
+    def unresolved(self) -> bool:
+        return any(b.unresolved for b in self.blocks)
+
+    @cached_property
+    def refs_by_id(self) -> dict[str, frozenset[str]]:
+        """Block id or alias -> the sources the blocks answering to it cite."""
+        out: dict[str, set[str]] = {}
+        for block in self.blocks:
+            for block_id in block.ids:
+                out.setdefault(block_id, set()).update(block.refs)
+        return {k: frozenset(v) for k, v in out.items()}
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class IdView(Set):
+    """The committed block ids and aliases, asked one at a time (``in``) without loading
+    them all: what ``normalize_topic`` checks a new block's id against."""
+
+    def __init__(self, db: "CatalogDB", lock: "threading.RLock"):
+        self.db = db
+        self.lock = lock
+
+    def __contains__(self, block_id: object) -> bool:
+        if not isinstance(block_id, str):
+            return False
+        with self.lock:
+            return self.db.one("SELECT 1 FROM ids WHERE id=? LIMIT 1", (block_id,)) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        with self.lock:
+            return iter([r[0] for r in self.db.rows("SELECT DISTINCT id FROM ids")])
+
+    def __len__(self) -> int:
+        with self.lock:
+            return int(self.db.one("SELECT COUNT(DISTINCT id) FROM ids")[0])
+
+
+class CatalogDB:
+    """The catalog's tables on one connection (``path`` None: in memory, for a catalog
+    with no runtime dir, or one whose file cannot be used). Callers serialise access."""
+
+    def __init__(self, path: Path | None, *, first_seq: int = 0):
+        self.path = path
+        self.conn = self._connect(first_seq)
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _connect(self, first_seq: int) -> sqlite3.Connection:
+        if self.path is None:
+            return self._open(":memory:", first_seq)
+        try:
+            (self.path.parent / OLD_FILE).unlink(missing_ok=True)
+            if any(os.path.islink(str(self.path) + s) for s in _SUFFIXES) \
+                    or os.path.islink(self.path.parent):
+                raise OSError(f"{self.path}: a symlink; the catalog stays in memory")
+            try:
+                return self._open(str(self.path), first_seq)
+            except sqlite3.DatabaseError as exc:  # not a database, or damaged: derived
+                log.warning("topic catalog %s unreadable (%s); rebuilding", self.path, exc)
+                self._remove_files()
+                return self._open(str(self.path), first_seq)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("topic catalog kept in memory: %s", exc)
+            self.path = None
+            return self._open(":memory:", first_seq)
+
+    def _remove_files(self) -> None:
+        for suffix in _SUFFIXES:
+            try:
+                os.unlink(str(self.path) + suffix)
+            except OSError:
+                pass
+
+    @staticmethod
+    def _open(target: str, first_seq: int) -> sqlite3.Connection:
+        conn = sqlite3.connect(target, timeout=60.0, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            if target != ":memory:":
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=OFF")  # derived: a lost tail is re-parsed
+                conn.execute("PRAGMA journal_size_limit=1048576")
+                os.chmod(target, 0o600)
+            conn.execute("PRAGMA cache_size=-1024")  # 1 MB: lookups are by index
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if CatalogDB._version(conn) != SCHEMA_VERSION:
+                    for (name,) in conn.execute(
+                            "SELECT name FROM sqlite_master WHERE type='table' "
+                            "AND name NOT LIKE 'sqlite_%'").fetchall():
+                        conn.execute(f'DROP TABLE "{name}"')
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute("INSERT INTO meta VALUES ('schema', ?), ('log_floor', ?)",
+                                 (SCHEMA_VERSION, str(first_seq)))
+                    if first_seq:  # seqs of a catalog this one replaces never match its own
+                        conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES "
+                                     "('log', ?)", (first_seq,))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection) -> str | None:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                            "name='meta'").fetchone():
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        return row[0] if row else None
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except sqlite3.Error:  # pragma: no cover - closing a broken handle
+            pass
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def one(self, sql: str, args: tuple = ()) -> tuple | None:
+        return self.conn.execute(sql, args).fetchone()
+
+    def rows(self, sql: str, args: tuple = ()) -> list[tuple]:
+        return self.conn.execute(sql, args).fetchall()
+
+    def file_states(self) -> dict[str, FileState]:
+        return {r[0]: FileState(r[1], (r[2], r[3], r[4], r[5]), r[6]) for r in self.conn.execute(
+            "SELECT path, sha, mtime, ctime, size, ino, checked FROM files")}
+
+    def summary(self, rel: str) -> TopicSummary | None:
+        row = self.one("SELECT sha, mtime, ctime, size, ino, checked, title FROM files "
+                       "WHERE path=?", (rel,))
+        if row is None:
+            return None
+        blocks = tuple(
+            BlockSummary(i, tuple(json.loads(ids)), line,
+                         tuple(tuple(x) for x in json.loads(links)),
+                         tuple(json.loads(targets)), tuple(json.loads(refs)), bool(unres))
+            for i, ids, line, links, targets, refs, unres in self.conn.execute(
+                "SELECT id, ids, line, links, targets, refs, unresolved FROM blocks "
+                "WHERE path=? ORDER BY n", (rel,)))
+        return TopicSummary(rel, row[0], (row[1], row[2], row[3], row[4]), row[5], blocks,
+                            row[6])
+
+    def paths_of(self, block_id: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT path FROM ids WHERE id=? GROUP BY path ORDER BY MIN(rowid)", (block_id,))]
+
+    def cited(self, refs: Iterable[str] | None) -> set[str]:
+        if refs is None:
+            return {r[0] for r in self.conn.execute("SELECT DISTINCT ref FROM cites")}
+        wanted = list(dict.fromkeys(refs))
+        out: set[str] = set()
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT DISTINCT ref FROM cites WHERE ref IN ({','.join('?' * len(chunk))})",
+                chunk))
+        return out
+
+    @property
+    def seq(self) -> int:
+        row = self.one("SELECT seq FROM sqlite_sequence WHERE name='log'")
+        return max(row[0] if row else 0, self._floor())
+
+    def _floor(self) -> int:
+        return int(self.one("SELECT value FROM meta WHERE key='log_floor'")[0])
+
+    def changed_since(self, seq: int) -> set[str] | None:
+        if seq < self._floor() or seq > self.seq:
+            return None
+        return {r[0] for r in self.conn.execute("SELECT path FROM log WHERE seq > ?", (seq,))}
+
+    # -- writing (inside :meth:`transaction`) ----------------------------------------------
+
+    def transaction(self) -> "_Tx":
+        return _Tx(self.conn)
+
+    def put(self, s: TopicSummary, names: list[str]) -> None:
+        """Record one file's summary (replacing any earlier one) and log its path."""
+        self._remove(s.path)
+        c = self.conn
+        c.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)",
+                  (s.path, s.sha, *s.fp, s.checked_ns, s.title, int(s.unresolved)))
+        c.executemany("INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?)", [
+            (s.path, n, b.id, _dumps(b.ids), b.line, _dumps(b.links), _dumps(b.targets),
+             _dumps(b.refs), int(b.unresolved)) for n, b in enumerate(s.blocks)])
+        c.executemany("INSERT INTO ids VALUES (?,?,?)", [
+            (i, s.path, n) for n, b in enumerate(s.blocks) for i in dict.fromkeys(b.ids)])
+        c.executemany("INSERT OR IGNORE INTO cites VALUES (?,?)",
+                      [(ref, s.path) for b in s.blocks for ref in b.refs])
+        c.executemany("INSERT OR IGNORE INTO targets VALUES (?,?)",
+                      [(t, s.path) for b in s.blocks for t in b.targets])
+        c.executemany("INSERT OR IGNORE INTO names VALUES (?,?)", [(k, s.path) for k in names])
+        c.executemany("INSERT INTO links VALUES (?,?,?,?)",
+                      [(s.path, p, i, b.line) for b in s.blocks for p, i in b.links])
+        c.execute("INSERT OR IGNORE INTO dups SELECT id FROM ids WHERE id IN (SELECT id FROM "
+                  "ids WHERE path=?) GROUP BY id HAVING COUNT(DISTINCT path) > 1", (s.path,))
+        self._note(s.path)
+
+    def touch(self, rel: str, fp: Fingerprint, checked_ns: int) -> None:
+        """The file's bytes are what was summarised; only its fingerprint moved."""
+        self.conn.execute("UPDATE files SET mtime=?, ctime=?, size=?, ino=?, checked=? "
+                          "WHERE path=?", (*fp, checked_ns, rel))
+
+    def drop(self, rel: str) -> None:
+        if self._remove(rel):
+            self._note(rel)
+
+    def _remove(self, rel: str) -> bool:
+        c = self.conn
+        if c.execute("DELETE FROM files WHERE path=?", (rel,)).rowcount == 0:
+            return False
+        held = [r[0] for r in c.execute("SELECT DISTINCT id FROM ids WHERE path=?", (rel,))]
+        for table in _BY_PATH:
+            c.execute(f"DELETE FROM {table} WHERE path=?", (rel,))
+        for start in range(0, len(held), 500):
+            chunk = held[start:start + 500]
+            c.execute(f"DELETE FROM dups WHERE id IN ({','.join('?' * len(chunk))}) AND "
+                      "(SELECT COUNT(DISTINCT path) FROM ids WHERE ids.id = dups.id) < 2", chunk)
+        return True
+
+    def _note(self, rel: str) -> None:
+        seq = self.conn.execute("INSERT INTO log(path) VALUES (?)", (rel,)).lastrowid or 0
+        floor = self._floor()
+        if seq - floor > LOG_LIMIT:  # older readers of the log start again from scratch
+            floor = seq - LOG_LIMIT // 2
+            self.conn.execute("DELETE FROM log WHERE seq <= ?", (floor,))
+            self.conn.execute("UPDATE meta SET value=? WHERE key='log_floor'", (str(floor),))
+
+
+class _Tx:
+    """``with db.transaction():`` one IMMEDIATE SQLite transaction, committed on success."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, *rest: object) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        elif self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
