@@ -160,7 +160,10 @@ def test_a_second_run_finds_nothing_and_leaves_the_revision_unchanged(tmp_path):
     assert (second.status, second.candidates, second.processed, second.remaining) == \
         ("ok", 0, 0, 0)
     assert second.revision == first.revision == ws.revision()
-    assert tree_bytes(tmp_path / "memory") == before
+    derived = f"{ws.runtime_name}/topic-catalog.sqlite"  # a cache: may note what it checked
+    assert {k: v for k, v in tree_bytes(tmp_path / "memory").items()
+            if not k.startswith(derived)} == {k: v for k, v in before.items()
+                                              if not k.startswith(derived)}
 
 
 # -- batches ---------------------------------------------------------------------------------

@@ -275,7 +275,8 @@ class TopicCatalog:
                 continue
             sha = sha256(data)
             if old is not None and old.sha == sha:
-                touched.append((rel, fp))
+                if fp != old.fp or not is_racy(fp, now):  # else the next look hashes again
+                    touched.append((rel, fp))
                 continue
             learnt.append(summarize(parse_topic_bytes(data, rel, strict=False), self.sources,
                                     sha=sha, fp=fp, checked_ns=now, title=title_of(data)))

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from ..errors import ConcurrentUpdate, CorruptFile, ReasonCode, ScriptoriumError, WriteFailed
 from ..faults import fault_point
 from ..fsutil import atomic_write_json, fsync_dir, fsync_file, safe_join
-from .catalog import TopicCatalog
+from .catalog import TopicCatalog, sha256
 from .moved import BeginState
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import PARKED_PREFIX, StageError, checkout, park
@@ -474,7 +474,9 @@ class _Plan:
         self.catalog.installed(self.docs, self.writes, self.plain)
         result = TransactionResult(
             changed_files=sorted(p for p in self.writes), created_blocks=self.created,
-            removed_blocks=self.removed, workspace=ws)
+            removed_blocks=self.removed, workspace=ws,
+            parsed={rel: (sha256(data), doc) for rel, doc in self.docs.items()
+                    if doc is not None and (data := self.writes.get(rel)) is not None})
         # topic files the catalog saw change since this process's last commit (a hand edit
         # its refresh found) join the history by name with this install
         seq, last = self.catalog.seq, self.catalog.history_seq

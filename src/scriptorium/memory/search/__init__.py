@@ -62,7 +62,8 @@ def update_index(workspace: Any, result: Any) -> None:
         return
     index = SearchIndex.of(workspace)
     try:
-        index.update(getattr(result, "changed_files", ()) or ())
+        index.update(getattr(result, "changed_files", ()) or (),
+                     getattr(result, "parsed", None))
     except Exception as exc:  # noqa: BLE001 - a derived view must not break a write
         log.warning("search index update failed (%s: %s); it will be rebuilt",
                     type(exc).__name__, exc)

@@ -247,12 +247,14 @@ def kind_of(rel: str) -> str | None:
 
 
 def file_documents(rel: str, data: bytes, resolve: Resolve, trusted: Trusted,
-                   speakers: Speakers) -> tuple[list[Document], int]:
+                   speakers: Speakers, doc: TopicDoc | None = None) -> tuple[list[Document], int]:
     """The documents of one memory file (either index's): a topic's claims, parsed leniently
     (a hand edit must still be found; footnotes resolved through ``resolve``, ``trusted`` and
-    ``speakers``), with how many footnotes did not resolve; a source file's frames."""
+    ``speakers``), with how many footnotes did not resolve; a source file's frames. ``doc``:
+    the topic ``data`` already parsed (by the transaction that installed it)."""
     if kind_of(rel) == "topic":
-        doc = parse_topic(data.decode("utf-8", errors="replace"), rel, strict=False)
+        if doc is None:
+            doc = parse_topic(data.decode("utf-8", errors="replace"), rel, strict=False)
         return claim_documents(doc, resolve, trusted, speakers)
     text = read_text(data)
     parts = rel.split("/")

@@ -38,12 +38,13 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ...errors import ConcurrentUpdate, ReasonCode
 from ..walk import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
+from ..topics import TopicDoc
 from .documents import TOP, Document, file_documents, kind_of, logical_path
 from .rows import TABLES, Rows
 from .resolve import Resolver
@@ -341,11 +342,14 @@ class SearchIndex:
             self._generation, self._walked_ns = generation, now
             return done
 
-    def update(self, paths: Iterable[str]) -> int:
+    def update(self, paths: Iterable[str],
+               parsed: Mapping[str, tuple[str, TopicDoc]] | None = None) -> int:
         """Re-index ``paths`` (workspace-relative, as a transaction reports its changed files)
         and every topic whose citations did not all resolve (its evidence may have been
         archived since). Paths outside ``topics/``/``sources/`` are ignored. In a process
-        that queries this index, the periodic full check is done here when it falls due."""
+        that queries this index, the periodic full check is done here when it falls due.
+        ``parsed``: path -> (sha-256 of the bytes, their parse), from the transaction that
+        installed them: a file still holding those bytes is not parsed again."""
         with self._lock:
             conn = self.connection()
             self._sync_rows(conn)
@@ -366,7 +370,8 @@ class SearchIndex:
                     todo.append(rel)
                 elif rel in self._files:
                     gone.append(rel)
-            done = self._apply(conn, todo, gone, [], force=True) if todo or gone else 0
+            done = self._apply(conn, todo, gone, [], force=True, parsed=parsed) \
+                if todo or gone else 0
             self._sources_seen = signature
             generation = _generation(self.runtime_dir)
             if self._generation is not None and generation == self._generation + 1:
@@ -419,7 +424,8 @@ class SearchIndex:
                      (json.dumps(sorted(have | set(kinds))),))
 
     def _apply(self, conn: sqlite3.Connection, todo: list[str], gone: list[str],
-               settled: list[str], *, force: bool = False) -> int:
+               settled: list[str], *, force: bool = False,
+               parsed: Mapping[str, tuple[str, TopicDoc]] | None = None) -> int:
         """Re-index ``todo``, forget ``gone``, and trust ``settled`` fingerprints, in one
         write transaction (another process doing the same waits, then finds little to do)."""
         reindexed = 0
@@ -450,7 +456,9 @@ class SearchIndex:
                     conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
                                  "checked_ns=? WHERE path=?", (*fp, now, rel))
                     continue
-                docs, unresolved = self._documents(rel, data, resolver)
+                given = (parsed or {}).get(rel)
+                docs, unresolved = self._documents(
+                    rel, data, resolver, given[1] if given and given[0] == sha else None)
                 values = (kind_of(rel), *fp, sha, now, unresolved)
                 if row is None:
                     logical = logical_path(rel)
@@ -523,9 +531,10 @@ class SearchIndex:
                 self._files[rel] = FileRow(row[0], (row[1], row[2], row[3], row[4]), row[5],
                                            row[6], row[7])
 
-    def _documents(self, rel: str, data: bytes,
-                   resolver: Resolver) -> tuple[list[Document], int]:
-        return file_documents(rel, data, resolver.resolve, resolver.trusted, resolver.speakers)
+    def _documents(self, rel: str, data: bytes, resolver: Resolver,
+                   doc: TopicDoc | None = None) -> tuple[list[Document], int]:
+        return file_documents(rel, data, resolver.resolve, resolver.trusted, resolver.speakers,
+                              doc)
 
     @staticmethod
     def _forget(rows: Rows, rel: str) -> None:
