@@ -1,15 +1,17 @@
-"""Peak memory of ``scriptorium memory write --all`` as the home grows: it must not grow with
-the number of sessions (each session's archive and topic are parsed, used and let go).
+"""Peak memory and time per session of ``scriptorium memory write --all`` as the home grows:
+neither may grow with the number of sessions (each session's archive and topic are parsed,
+used and let go; what memory already holds is asked of the on-disk topic catalog).
 
-Homes of 200 / 1,000 / 2,000 sessions (6 short turns each, written straight to disk, cached
-under benchmarks/out/) are written by the real CLI in a child process, ours and (at the sizes
-asked for) the code of ``--baseline-rev`` (default: the commit before issue 12's work); the
-child's peak RSS comes from ``wait4``. The last lines give each side's growth per session
-between the smallest and the largest home.
+Homes of 250 / 1,000 / 2,000 sessions (6 short turns each, written straight to disk, cached
+under benchmarks/out/; 40 titles, so each topic file gathers 1/40 of the sessions) are written
+by the real CLI in a child process, ours and (at the sizes asked for) the code of
+``--baseline-rev`` (default 293a2ab, the in-memory catalog), one after the other at each size;
+the child's peak RSS and CPU come from ``wait4``. The last lines give each side's RSS slope
+per session between neighbouring sizes and its wall and CPU time per session.
 
 Usage:
-    python benchmarks/bench_write_all_rss.py [--sessions 200,1000,2000] [--baseline 200]
-        [--baseline-rev REV]
+    python benchmarks/bench_write_all_rss.py [--sessions 250,1000,2000]
+        [--baseline 250,1000,2000] [--baseline-rev REV]
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
-from workspaces import BASELINE_COMMIT, OUT, baseline_src, load, ours_src
+from workspaces import OUT, baseline_src, load, ours_src
 
 TURNS = 6
+BASELINE_REV = "293a2ab"  # main before the topic catalog moved to disk (issue 12)
 
 
 def cached_home(sessions: int) -> Path:
@@ -54,8 +58,14 @@ def cached_home(sessions: int) -> Path:
     return path
 
 
-def peak_rss(src: Path, sessions: int) -> tuple[float, float]:
-    """(peak RSS in MB, seconds) of one ``memory write --all --force`` on a fresh copy."""
+class Run(NamedTuple):
+    rss_mb: float   # the child's own peak RSS (wait4)
+    secs: float     # wall clock
+    cpu: float      # the child's user + system CPU seconds
+
+
+def peak_rss(src: Path, sessions: int) -> Run:
+    """One ``memory write --all --force`` on a fresh copy of the home, in a child process."""
     with tempfile.TemporaryDirectory(prefix="bench-rss-") as tmp:
         home = Path(tmp) / "home"
         shutil.copytree(cached_home(sessions), home, ignore=shutil.ignore_patterns(".done"))
@@ -74,42 +84,54 @@ def peak_rss(src: Path, sessions: int) -> tuple[float, float]:
         if proc.returncode != 0 or failed or len(data.get("sessions", [])) != sessions:
             raise SystemExit(f"write --all failed: "
                              f"{(Path(tmp) / 'err').read_text()[-2000:]} {failed[:2]}")
-        return usage.ru_maxrss / 1024, elapsed
+        return Run(usage.ru_maxrss / 1024, elapsed, usage.ru_utime + usage.ru_stime)
+
+
+def slopes(name: str, curve: dict[int, Run]) -> None:
+    """Peak RSS growth per session between neighbouring sizes, and time per session."""
+    sizes = sorted(curve)
+    if len(sizes) < 2:
+        return
+    steps = ", ".join(f"{a:,}->{b:,}: {(curve[b].rss_mb - curve[a].rss_mb) * 1024 / (b - a):+.2f}"
+                      for a, b in zip(sizes, sizes[1:]))
+    lo, hi = sizes[0], sizes[-1]
+    per = {n: (curve[n].secs / n * 1000, curve[n].cpu / n * 1000) for n in (lo, hi)}
+    print(f"{name}: peak RSS slope {steps} kB/session; per session {per[lo][0]:.0f} -> "
+          f"{per[hi][0]:.0f} ms wall ({per[hi][0] / per[lo][0]:.2f}x), {per[lo][1]:.0f} -> "
+          f"{per[hi][1]:.0f} ms CPU ({per[hi][1] / per[lo][1]:.2f}x) from {lo:,} to "
+          f"{hi:,} sessions")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--sessions", default="200,1000,2000")
-    ap.add_argument("--baseline", default="200", help="sizes also run on the baseline ('' none)")
-    ap.add_argument("--baseline-rev", default=BASELINE_COMMIT,
-                    help=f"the commit the baseline runs (default {BASELINE_COMMIT}, before "
-                         f"issue 12's work)")
+    ap.add_argument("--sessions", default="250,1000,2000")
+    ap.add_argument("--baseline", default="250,1000,2000",
+                    help="sizes also run on the baseline ('' none)")
+    ap.add_argument("--baseline-rev", default=BASELINE_REV,
+                    help=f"the commit the baseline runs (default {BASELINE_REV}: before the "
+                         f"topic catalog moved to disk)")
     args = ap.parse_args()
     base_sizes = {int(x) for x in args.baseline.split(",") if x}
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
           f"commit {args.baseline_rev}\n")
-    print("| sessions | ours: peak RSS | ours: time | baseline: peak RSS | baseline: time "
-          "| load |")
-    print("|---|---|---|---|---|---|")
-    ours: dict[int, float] = {}
-    base: dict[int, float] = {}
+    print("| sessions | ours: peak RSS | ours: ms/session (CPU) | baseline: peak RSS "
+          "| baseline: ms/session (CPU) | RSS ours/baseline | load |")
+    print("|---|---|---|---|---|---|---|")
+    ours: dict[int, Run] = {}
+    base: dict[int, Run] = {}
     for n in (int(x) for x in args.sessions.split(",")):
-        rss, secs = peak_rss(ours_src(), n)
-        ours[n] = rss
-        row = f"| {n:,} | {rss:.1f} MB | {secs:.0f} s "
+        run = ours[n] = peak_rss(ours_src(), n)
+        row = f"| {n:,} | {run.rss_mb:.1f} MB | {run.secs / n * 1000:.0f} ({run.cpu / n * 1000:.0f}) "
         if n in base_sizes:
-            brss, bsecs = peak_rss(baseline_src(args.baseline_rev), n)
-            base[n] = brss
-            row += f"| {brss:.1f} MB | {bsecs:.0f} s "
+            b = base[n] = peak_rss(baseline_src(args.baseline_rev), n)
+            row += (f"| {b.rss_mb:.1f} MB | {b.secs / n * 1000:.0f} ({b.cpu / n * 1000:.0f}) "
+                    f"| {run.rss_mb / b.rss_mb:.2f} ")
         else:
-            row += "| – | – "
+            row += "| – | – | – "
         print(row + f"| {os.getloadavg()[0]:.1f} |", flush=True)
     print(f"\nload average at end {load()}")
-    for name, curve in (("ours", ours), ("baseline", base)):
-        if len(curve) > 1:
-            lo, hi = min(curve), max(curve)
-            print(f"{name}: peak RSS {curve[lo]:.1f} MB at {lo:,} sessions, {curve[hi]:.1f} MB "
-                  f"at {hi:,}: {(curve[hi] - curve[lo]) * 1024 / (hi - lo):+.1f} kB per session")
+    slopes("ours", ours)
+    slopes("baseline", base)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import os
 import posixpath
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -120,17 +121,30 @@ def _name_keys(summary: TopicSummary) -> list[str]:
 Resolve = Callable[[str, str], "str | None"]  # (topic path, footnote target) -> source id
 
 
-def _resolved(resolve: Resolve, path: str,
-              targets: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
-    refs: list[str] = []
-    unresolved = False
-    for target in targets:
-        ref = resolve(path, target)
-        if ref is None:
-            unresolved = True
-        elif ref not in refs:
-            refs.append(ref)
-    return tuple(refs), unresolved
+def _archive_rel(topic_path: str, target: str) -> str | None:
+    """The archive file a footnote target links, workspace-relative (None: not a link)."""
+    link, sep, _ = target.partition("#")
+    if not sep or not link.endswith(".md"):
+        return None
+    rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
+    return rel if rel.startswith("sources/") and ".." not in rel.split("/") else None
+
+
+def _archive_key(root: Path, rel: str) -> str | None:
+    """(mtime, size, inode) of a regular archive file, as text; None when it is not one."""
+    try:
+        st = os.lstat(os.path.join(root, rel))
+    except (OSError, ValueError):
+        return None
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}" if stat.S_ISREG(st.st_mode) else None
+
+
+def _block(block_id: str, ids: tuple[str, ...], line: int, links: tuple,
+           targets: tuple[str, ...], resolve: Resolve, path: str) -> BlockSummary:
+    """A block's summary, its footnote targets resolved (each once per block)."""
+    at = tuple(resolve(path, target) for target in targets)
+    refs = tuple(dict.fromkeys(ref for ref in at if ref is not None))
+    return BlockSummary(block_id, ids, line, links, targets, refs, None in at, at)
 
 
 def summarize(doc: TopicDoc, sources: "SourceArchive", *, sha: str = "",
@@ -138,13 +152,10 @@ def summarize(doc: TopicDoc, sources: "SourceArchive", *, sha: str = "",
               resolve: Resolve | None = None, title: str = "") -> TopicSummary:
     """The summary of one parsed topic file (its citations resolved through ``sources``, or
     ``resolve`` when given: a transaction passes the resolutions it already made)."""
-    blocks = []
-    for block in doc.blocks:
-        targets = _targets(doc, block)
-        refs, unresolved = _resolved(resolve or sources.resolve_target, doc.path, targets)
-        blocks.append(BlockSummary(block.id, tuple(block.ids), block.line, tuple(block.links),
-                                   targets, refs, unresolved))
-    return TopicSummary(doc.path, sha, fp, checked_ns, tuple(blocks), title)
+    resolve = resolve or sources.resolve_target
+    blocks = tuple(_block(block.id, tuple(block.ids), block.line, tuple(block.links),
+                          _targets(doc, block), resolve, doc.path) for block in doc.blocks)
+    return TopicSummary(doc.path, sha, fp, checked_ns, blocks, title)
 
 
 
@@ -290,12 +301,21 @@ class TopicCatalog:
         if not learnt and not touched:
             return
         db = self.db
+        keys: dict[str, str | None] = {}  # archive file -> its key now (see resolutions)
+        for item in learnt:
+            if not isinstance(item, str):
+                for block in item.blocks:
+                    for target in block.targets:
+                        link = _archive_rel(item.path, target)
+                        if link is not None and link not in keys:
+                            keys[link] = _archive_key(self.root, link)
         with db.transaction():
             for item in learnt:
                 if isinstance(item, str):
                     db.drop(item)
                 else:
-                    db.put(item, _name_keys(item))
+                    db.put(item, _name_keys(item),
+                           lambda target, rel=item.path: keys.get(_archive_rel(rel, target)))
             for rel, fp in touched:
                 db.touch(rel, fp, now)
         learnt.clear()
@@ -323,13 +343,9 @@ class TopicCatalog:
             summary = self.db.summary(rel)
             if summary is None:
                 continue
-            blocks = []
-            for b in summary.blocks:
-                refs, unresolved = _resolved(self.sources.resolve_target, summary.path,
-                                             b.targets) \
-                    if b.unresolved else (b.refs, False)
-                blocks.append(BlockSummary(b.id, b.ids, b.line, b.links, b.targets, refs,
-                                           unresolved))
+            blocks = [_block(b.id, b.ids, b.line, b.links, b.targets,
+                             self.sources.resolve_target, rel) if b.unresolved else b
+                      for b in summary.blocks]
             self._write([TopicSummary(summary.path, summary.sha, summary.fp,
                                       summary.checked_ns, tuple(blocks), summary.title)],
                         [], 0)
@@ -417,6 +433,26 @@ class TopicCatalog:
         with self._lock:
             return [r[0] for r in self.db.rows(
                 "SELECT path FROM targets WHERE target=? ORDER BY path", (target,))]
+
+    def resolutions(self, rel: str) -> dict[str, str]:
+        """Footnote target -> source id, for each target of ``rel`` that resolved, while the
+        archive file it links is the very file it was resolved in (the archive replaces a
+        file by rename on every write, so a rewritten, replaced or deleted one shows in its
+        lstat, as the archive's own cache checks)."""
+        with self._lock:
+            rows = self.db.rows("SELECT target, ref, akey FROM targets WHERE path=? AND ref "
+                                "IS NOT NULL", (rel,))
+        keys: dict[str, str | None] = {}
+        out: dict[str, str] = {}
+        for target, ref, akey in rows:
+            link = _archive_rel(rel, target)
+            if link is None:
+                continue
+            if link not in keys:
+                keys[link] = _archive_key(self.root, link)
+            if akey is not None and keys[link] == akey:
+                out[target] = ref
+        return out
 
     def duplicates(self) -> list[str]:
         with self._lock:

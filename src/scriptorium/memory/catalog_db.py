@@ -26,13 +26,13 @@ from collections.abc import Set
 from pathlib import Path
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 log = logging.getLogger(__name__)
 
 DB_FILE = "topic-catalog.sqlite"
 OLD_FILE = "topic-catalog.json"  # what earlier versions saved: dropped on open
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "5"
 LOG_LIMIT = 100_000  # changes remembered for changed_since
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
 
@@ -41,14 +41,16 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE files(path TEXT PRIMARY KEY, sha TEXT NOT NULL, mtime INT, ctime INT, size INT,
                    ino INT, checked INT, title TEXT, unresolved INT);
 CREATE TABLE blocks(path TEXT, n INT, id TEXT, ids TEXT, line INT, links TEXT, targets TEXT,
-                    refs TEXT, unresolved INT, PRIMARY KEY (path, n)) WITHOUT ROWID;
+                    refs TEXT, unresolved INT, target_refs TEXT, PRIMARY KEY (path, n))
+    WITHOUT ROWID;
 CREATE TABLE ids(id TEXT, path TEXT, n INT);
 CREATE INDEX ids_id ON ids(id);
 CREATE INDEX ids_path ON ids(path);
 CREATE TABLE dups(id TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE cites(ref TEXT, path TEXT, PRIMARY KEY (ref, path)) WITHOUT ROWID;
 CREATE INDEX cites_path ON cites(path);
-CREATE TABLE targets(target TEXT, path TEXT, PRIMARY KEY (target, path)) WITHOUT ROWID;
+CREATE TABLE targets(target TEXT, path TEXT, ref TEXT, akey TEXT,
+                     PRIMARY KEY (target, path)) WITHOUT ROWID;
 CREATE INDEX targets_path ON targets(path);
 CREATE TABLE names(key TEXT, path TEXT, PRIMARY KEY (key, path)) WITHOUT ROWID;
 CREATE INDEX names_path ON names(path);
@@ -82,6 +84,7 @@ class BlockSummary:
     targets: tuple[str, ...]      # footnote link targets, in citation order
     refs: tuple[str, ...]         # the source ids they resolve to, each once
     unresolved: bool
+    target_refs: tuple[str | None, ...] = ()  # what each target resolved to (None: nothing)
 
 
 @dataclass(frozen=True)
@@ -239,11 +242,11 @@ class CatalogDB:
             return None
         blocks = tuple(
             BlockSummary(i, tuple(json.loads(ids)), line,
-                         tuple(tuple(x) for x in json.loads(links)),
-                         tuple(json.loads(targets)), tuple(json.loads(refs)), bool(unres))
-            for i, ids, line, links, targets, refs, unres in self.conn.execute(
-                "SELECT id, ids, line, links, targets, refs, unresolved FROM blocks "
-                "WHERE path=? ORDER BY n", (rel,)))
+                         tuple(tuple(x) for x in json.loads(links)), tuple(json.loads(targets)),
+                         tuple(json.loads(refs)), bool(unres), tuple(json.loads(at)))
+            for i, ids, line, links, targets, refs, unres, at in self.conn.execute(
+                "SELECT id, ids, line, links, targets, refs, unresolved, target_refs "
+                "FROM blocks WHERE path=? ORDER BY n", (rel,)))
         return TopicSummary(rel, row[0], (row[1], row[2], row[3], row[4]), row[5], blocks,
                             row[6])
 
@@ -281,21 +284,26 @@ class CatalogDB:
     def transaction(self) -> "_Tx":
         return _Tx(self.conn)
 
-    def put(self, s: TopicSummary, names: list[str]) -> None:
-        """Record one file's summary (replacing any earlier one) and log its path."""
+    def put(self, s: TopicSummary, names: list[str],
+            archive_key: Callable[[str], str | None] = lambda target: None) -> None:
+        """Record one file's summary (replacing any earlier one) and log its path.
+        ``archive_key``: footnote target -> the key of the archive file it was resolved in."""
         self._remove(s.path)
         c = self.conn
         c.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)",
                   (s.path, s.sha, *s.fp, s.checked_ns, s.title, int(s.unresolved)))
-        c.executemany("INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?)", [
+        c.executemany("INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?)", [
             (s.path, n, b.id, _dumps(b.ids), b.line, _dumps(b.links), _dumps(b.targets),
-             _dumps(b.refs), int(b.unresolved)) for n, b in enumerate(s.blocks)])
+             _dumps(b.refs), int(b.unresolved), _dumps(b.target_refs))
+            for n, b in enumerate(s.blocks)])
         c.executemany("INSERT INTO ids VALUES (?,?,?)", [
             (i, s.path, n) for n, b in enumerate(s.blocks) for i in dict.fromkeys(b.ids)])
         c.executemany("INSERT OR IGNORE INTO cites VALUES (?,?)",
                       [(ref, s.path) for b in s.blocks for ref in b.refs])
-        c.executemany("INSERT OR IGNORE INTO targets VALUES (?,?)",
-                      [(t, s.path) for b in s.blocks for t in b.targets])
+        c.executemany("INSERT OR IGNORE INTO targets VALUES (?,?,?,?)",
+                      [(t, s.path, ref, archive_key(t) if ref is not None else None)
+                       for b in s.blocks
+                       for t, ref in zip(b.targets, b.target_refs or (None,) * len(b.targets))])
         c.executemany("INSERT OR IGNORE INTO names VALUES (?,?)", [(k, s.path) for k in names])
         c.executemany("INSERT INTO links VALUES (?,?,?,?)",
                       [(s.path, p, i, b.line) for b in s.blocks for p, i in b.links])

@@ -242,15 +242,23 @@ class _Plan:
         """Resolve a footnote target; a relative link made stale by moving a paragraph to
         another file is recovered from the committed file that held it. The archive cannot
         change under the lock, so each target is resolved once per plan (``self.plain`` keeps
-        the archive's own answers, which the catalog learns the installed files with)."""
+        the archive's own answers, which the catalog learns the installed files with). A
+        target the committed file already cites is answered from the catalog while its
+        archive file is the one it was resolved in (see ``TopicCatalog.resolutions``):
+        re-reading the archive file of every footnote of a long topic made a write cost as
+        much as the topic's history."""
         arch = self.ws.sources
         plain: dict[tuple[str, str], str | None] = {}
+        known: dict[str, dict[str, str]] = {}  # topic path -> its committed resolutions
         committed_paths = self.catalog.paths_citing
 
         def resolve_plain(path: str, target: str) -> str | None:
             key = (posixpath.dirname(path), target)
             if key not in plain:
-                plain[key] = arch.resolve_target(path, target)
+                if path not in known:
+                    known[path] = self.catalog.resolutions(path)
+                ref = known[path].get(target)
+                plain[key] = ref if ref is not None else arch.resolve_target(path, target)
             return plain[key]
 
         def resolve(path: str, target: str) -> str | None:

@@ -127,7 +127,7 @@ _FILLER = frozenset("""ok okay thanks thank you yes yeah sure great good fine go
 cool nice sounds alright right hi hello hey please will do done no""".split())
 
 
-@lru_cache(maxsize=4096)  # pure, and asked of one sentence several times
+@lru_cache(maxsize=512)  # pure, asked of one sentence several times within a batch
 def value_of(sentence: str) -> tuple[str, str] | None:
     """(line key, value) of a sentence stating a quantity: the key is the content words
     just before the number ("alert threshold"), or after it when none precede; "" when the
