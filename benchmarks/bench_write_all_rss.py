@@ -121,7 +121,8 @@ def main() -> None:
     base: dict[int, Run] = {}
     for n in (int(x) for x in args.sessions.split(",")):
         run = ours[n] = peak_rss(ours_src(), n)
-        row = f"| {n:,} | {run.rss_mb:.1f} MB | {run.secs / n * 1000:.0f} ({run.cpu / n * 1000:.0f}) "
+        row = (f"| {n:,} | {run.rss_mb:.1f} MB | {run.secs / n * 1000:.0f} "
+               f"({run.cpu / n * 1000:.0f}) ")
         if n in base_sizes:
             b = base[n] = peak_rss(baseline_src(args.baseline_rev), n)
             row += (f"| {b.rss_mb:.1f} MB | {b.secs / n * 1000:.0f} ({b.cpu / n * 1000:.0f}) "

@@ -67,11 +67,36 @@ def append_paragraph(ws: Workspace, rel: str, text: str, ref: str):
 
 
 def test_a_commit_parses_only_the_file_the_writer_changed(ws, monkeypatch):
+    """... once, and asks the archive only about the footnotes it adds (the file's earlier
+    footnotes resolve from the catalog while their archive file is unchanged)."""
     TopicCatalog.of(ws).refresh()
     parsed = count_parses(monkeypatch)
+    asked: list[tuple[str, str]] = []
+    real = ws.sources.resolve_target
+    monkeypatch.setattr(ws.sources, "resolve_target",
+                        lambda rel, target: asked.append((rel, target)) or real(rel, target))
     result, _ = append_paragraph(ws, "topics/area-0/t0.md", "A new fact.", ws.ids[FILES])
     assert result.changed_files == ["topics/area-0/t0.md"]
-    assert parsed == ["topics/area-0/t0.md"]  # not the other FILES - 1 topics
+    assert parsed == ["topics/area-0/t0.md"]  # not the other FILES - 1 topics, and once
+    assert asked and {real(rel, target) for rel, target in asked} == {ws.ids[FILES]}
+
+
+def test_an_old_footnote_is_resolved_by_the_archive_again_once_its_file_was_replaced(ws):
+    """The archive replaces a file by rename on each write: the catalog's resolution of a
+    footnote into it is not used after that (a deleted or rewritten archive is seen)."""
+    rel = "topics/area-0/t0.md"
+    catalog = TopicCatalog.of(ws).refresh()
+    assert ws.ids[0] in catalog.resolutions(rel).values()
+    archive(ws, [("s", "late", "user", "one more turn", TS)])  # rewrites the session's file
+    assert catalog.resolutions(rel) == {}
+
+
+def test_a_process_keeps_a_bounded_number_of_catalog_files_open(tmp_path, monkeypatch):
+    monkeypatch.setattr(TopicCatalog, "MAX_OPEN", 2)
+    monkeypatch.setattr(TopicCatalog, "_open", catalog_mod.OrderedDict())
+    catalogs = [TopicCatalog.of(Workspace.open(tmp_path / f"m{i}")).refresh() for i in range(4)]
+    assert [c._db is not None for c in catalogs] == [False, False, True, True]
+    assert catalogs[0].refresh().paths() == [] and catalogs[0]._db is not None  # reopened
 
 
 def test_a_reused_stage_copies_only_committed_files_whose_content_moved(ws):

@@ -130,6 +130,14 @@ def _archive_rel(topic_path: str, target: str) -> str | None:
     return rel if rel.startswith("sources/") and ".." not in rel.split("/") else None
 
 
+def _key_of(keys: dict[str, str | None], topic_path: str) -> Callable[[str], str | None]:
+    """Footnote target of ``topic_path`` -> the key of the archive file it links."""
+    def key(target: str) -> str | None:
+        link = _archive_rel(topic_path, target)
+        return keys.get(link) if link is not None else None
+    return key
+
+
 def _archive_key(root: Path, rel: str) -> str | None:
     """(mtime, size, inode) of a regular archive file, as text; None when it is not one."""
     try:
@@ -139,7 +147,7 @@ def _archive_key(root: Path, rel: str) -> str | None:
     return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}" if stat.S_ISREG(st.st_mode) else None
 
 
-def _block(block_id: str, ids: tuple[str, ...], line: int, links: tuple,
+def _block(block_id: str, ids: tuple[str, ...], line: int, links: tuple[tuple[str, str], ...],
            targets: tuple[str, ...], resolve: Resolve, path: str) -> BlockSummary:
     """A block's summary, its footnote targets resolved (each once per block)."""
     at = tuple(resolve(path, target) for target in targets)
@@ -176,6 +184,7 @@ class TopicCatalog:
         self.saved_path = Path(runtime_dir) / SAVED_FILE if runtime_dir is not None else None
         self._lock = threading.RLock()
         self._db: CatalogDB | None = None     # opened on first use
+        self._pid = os.getpid()               # the process that opened it
         self._sources_seen: tuple | None = None
         self._fresh_hold: int | None = None   # the lock hold the last refresh ran in
         self.history_seq: int | None = None   # the seq this process last committed to git at
@@ -201,6 +210,7 @@ class TopicCatalog:
                 if self.saved_path is not None:
                     self.saved_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self._db = CatalogDB(self.saved_path)
+                self._pid = os.getpid()
                 self._opened()
             return self._db
 
@@ -211,7 +221,9 @@ class TopicCatalog:
             return  # in memory: closing it would lose it
         with TopicCatalog._instances_lock:
             TopicCatalog._open[id(self)] = self
-            victims = list(TopicCatalog._open.values())[:-self.MAX_OPEN]
+            # a forked child never closes its parent's connections (they are not its own)
+            victims = [c for c in list(TopicCatalog._open.values())[:-self.MAX_OPEN]
+                       if c._pid == os.getpid()]
         for other in victims:
             if other._lock.acquire(blocking=False):  # busy: closed another time
                 try:
@@ -297,7 +309,8 @@ class TopicCatalog:
         self._write(learnt, touched, now)
         self._resolve_again()
 
-    def _write(self, learnt: list, touched: list, now: int) -> None:
+    def _write(self, learnt: list["TopicSummary | str"],
+               touched: list[tuple[str, Fingerprint]], now: int) -> None:
         if not learnt and not touched:
             return
         db = self.db
@@ -314,8 +327,7 @@ class TopicCatalog:
                 if isinstance(item, str):
                     db.drop(item)
                 else:
-                    db.put(item, _name_keys(item),
-                           lambda target, rel=item.path: keys.get(_archive_rel(rel, target)))
+                    db.put(item, _name_keys(item), _key_of(keys, item.path))
             for rel, fp in touched:
                 db.touch(rel, fp, now)
         learnt.clear()
@@ -461,7 +473,7 @@ class TopicCatalog:
     def links(self) -> list[tuple[str, str, str, int]]:
         """Every block link of the tree: (file, linked path, linked id, line of the block)."""
         with self._lock:
-            return [tuple(r) for r in self.db.rows(  # type: ignore[misc]
+            return [(r[0], r[1], r[2], r[3]) for r in self.db.rows(
                 "SELECT path, target, id, line FROM links ORDER BY path, rowid")]
 
     def refs_of(self, block_id: str) -> set[str]:

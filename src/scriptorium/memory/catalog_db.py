@@ -26,7 +26,7 @@ from collections.abc import Set
 from pathlib import Path
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-class IdView(Set):
+class IdView(Set[str]):
     """The committed block ids and aliases, asked one at a time (``in``) without loading
     them all: what ``normalize_topic`` checks a new block's id against."""
 
@@ -126,7 +126,7 @@ class IdView(Set):
         if not isinstance(block_id, str):
             return False
         with self.lock:
-            return self.db.one("SELECT 1 FROM ids WHERE id=? LIMIT 1", (block_id,)) is not None
+            return bool(self.db.one("SELECT 1 FROM ids WHERE id=? LIMIT 1", (block_id,)))
 
     def __iter__(self) -> Iterator[str]:
         with self.lock:
@@ -225,11 +225,13 @@ class CatalogDB:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def one(self, sql: str, args: tuple = ()) -> tuple | None:
-        return self.conn.execute(sql, args).fetchone()
+    def one(self, sql: str, args: tuple[object, ...] = ()) -> tuple[Any, ...]:
+        """The first row, or () when there is none."""
+        row: tuple[Any, ...] | None = self.conn.execute(sql, args).fetchone()
+        return row if row is not None else ()
 
-    def rows(self, sql: str, args: tuple = ()) -> list[tuple]:
-        return self.conn.execute(sql, args).fetchall()
+    def rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        return list(self.conn.execute(sql, args).fetchall())
 
     def file_states(self) -> dict[str, FileState]:
         return {r[0]: FileState(r[1], (r[2], r[3], r[4], r[5]), r[6]) for r in self.conn.execute(
@@ -238,7 +240,7 @@ class CatalogDB:
     def summary(self, rel: str) -> TopicSummary | None:
         row = self.one("SELECT sha, mtime, ctime, size, ino, checked, title FROM files "
                        "WHERE path=?", (rel,))
-        if row is None:
+        if not row:
             return None
         blocks = tuple(
             BlockSummary(i, tuple(json.loads(ids)), line,
@@ -351,7 +353,7 @@ class _Tx:
     def __enter__(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type, *rest: object) -> None:
+    def __exit__(self, exc_type: object, *rest: object) -> None:
         if exc_type is None:
             self.conn.execute("COMMIT")
         elif self.conn.in_transaction:
