@@ -24,7 +24,7 @@ import sqlite3
 import threading
 from collections.abc import Set
 from pathlib import Path
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
@@ -84,7 +84,9 @@ class BlockSummary:
     targets: tuple[str, ...]      # footnote link targets, in citation order
     refs: tuple[str, ...]         # the source ids they resolve to, each once
     unresolved: bool
-    target_refs: tuple[str | None, ...] = ()  # what each target resolved to (None: nothing)
+    # what each target resolved to (None: nothing; () unknown): how it was learnt, not what
+    # the block is, so not compared
+    target_refs: tuple[str | None, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ class PgTopicCatalog(TopicCatalog):
         every other worker of the home."""
         super().installed(docs, data, resolve)
         with self._lock:
-            summaries = {rel: self._files.get(rel) for rel in docs}
+            summaries = {rel: self.summary(rel) for rel in docs}
         rows = [(rel, version, summary_json(s)) for rel, s in sorted(summaries.items())
                 if s is not None and (version := self.workspace.version_of(rel)) is not None]
         if rows:
