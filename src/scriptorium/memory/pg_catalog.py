@@ -130,6 +130,3 @@ class PgTopicCatalog(TopicCatalog):
                     "WHERE memory_topic_summaries.version < EXCLUDED.version", rows)
         except pg._psycopg.Error:
             pass  # derived: the other writers parse that version
-
-    def save(self, *, only_if_changed: bool = False) -> None:
-        """Nothing to save: the database holds every summary."""
