@@ -23,10 +23,12 @@ import os
 import sqlite3
 import threading
 from collections.abc import Set
-from pathlib import Path
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
+
+from ..sqlitefile import schema_version
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +190,7 @@ class CatalogDB:
             conn.execute("PRAGMA cache_size=-1024")  # 1 MB: lookups are by index
             conn.execute("BEGIN IMMEDIATE")
             try:
-                if CatalogDB._version(conn) != SCHEMA_VERSION:
+                if schema_version(conn) != SCHEMA_VERSION:
                     for (name,) in conn.execute(
                             "SELECT name FROM sqlite_master WHERE type='table' "
                             "AND name NOT LIKE 'sqlite_%'").fetchall():
@@ -210,14 +212,6 @@ class CatalogDB:
             conn.close()
             raise
         return conn
-
-    @staticmethod
-    def _version(conn: sqlite3.Connection) -> str | None:
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
-                            "name='meta'").fetchone():
-            return None
-        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        return row[0] if row else None
 
     def close(self) -> None:
         try:

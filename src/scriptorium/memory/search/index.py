@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ...errors import ConcurrentUpdate, ReasonCode
+from ...sqlitefile import schema_version
 from ..walk import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
@@ -191,10 +192,10 @@ class SearchIndex:
             # (shared with other processes through the page cache), not a read() call each.
             conn.execute("PRAGMA mmap_size=268435456")
             conn.execute("PRAGMA journal_size_limit=1048576")  # the WAL shrinks back to 1 MB
-            if self._version(conn) != SCHEMA_VERSION:
+            if schema_version(conn) != SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    if self._version(conn) != SCHEMA_VERSION:  # another process may have won
+                    if schema_version(conn) != SCHEMA_VERSION:  # another process may have won
                         self._drop_all(conn)
                         for statement in _SCHEMA.split(";"):
                             if statement.strip():
@@ -214,14 +215,6 @@ class SearchIndex:
             conn.close()
             raise
         return conn
-
-    @staticmethod
-    def _version(conn: sqlite3.Connection) -> str | None:
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
-                            "name='meta'").fetchone():
-            return None
-        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        return row[0] if row else None
 
     @staticmethod
     def _drop_all(conn: sqlite3.Connection) -> None:
