@@ -340,6 +340,12 @@ class TopicCatalog:
     def _drop(self, rel: str) -> None:
         self._write([rel], [], 0)
 
+    def forget_recent(self) -> None:
+        """Let go of the summaries kept since the last call (a commit asks for the few it
+        touches many times; between writes the process keeps none)."""
+        with self._lock:
+            self.db.forget_recent()
+
     def forget_hold(self) -> None:
         """The next refresh walks topics/ whatever hold it runs in (a commit found memory
         moved under it: its retry must see what moved)."""

@@ -22,6 +22,7 @@ import logging
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Set
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -36,6 +37,7 @@ DB_FILE = "topic-catalog.sqlite"
 OLD_FILE = "topic-catalog.json"  # what earlier versions saved: dropped on open
 SCHEMA_VERSION = "5"
 LOG_LIMIT = 100_000  # changes remembered for changed_since
+RECENT_SUMMARIES = 64  # summaries kept in the process (a batch touches a few topics)
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 _SCHEMA = """
@@ -148,6 +150,11 @@ class CatalogDB:
     def __init__(self, path: Path | None, *, first_seq: int = 0):
         self.path = path
         self.conn = self._connect(first_seq)
+        # The last few summaries read, valid while no other connection has committed (SQLite's
+        # data_version) and dropped on this one's own changes to their path: a batch asks for
+        # the summaries of the few topics it touches many times.
+        self._recent: OrderedDict[str, TopicSummary] = OrderedDict()
+        self._recent_version = -1
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -234,6 +241,25 @@ class CatalogDB:
             "SELECT path, sha, mtime, ctime, size, ino, checked FROM files")}
 
     def summary(self, rel: str) -> TopicSummary | None:
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._recent_version:
+            self._recent.clear()
+            self._recent_version = version
+        hit = self._recent.get(rel)
+        if hit is not None:
+            self._recent.move_to_end(rel)
+            return hit
+        found = self._read_summary(rel)
+        if found is not None and not self.conn.in_transaction:  # a rollback would stale it
+            self._recent[rel] = found
+            if len(self._recent) > RECENT_SUMMARIES:
+                self._recent.popitem(last=False)
+        return found
+
+    def forget_recent(self) -> None:
+        self._recent.clear()
+
+    def _read_summary(self, rel: str) -> TopicSummary | None:
         row = self.one("SELECT sha, mtime, ctime, size, ino, checked, title FROM files "
                        "WHERE path=?", (rel,))
         if not row:
@@ -311,6 +337,7 @@ class CatalogDB:
 
     def touch(self, rel: str, fp: Fingerprint, checked_ns: int) -> None:
         """The file's bytes are what was summarised; only its fingerprint moved."""
+        self._recent.pop(rel, None)
         self.conn.execute("UPDATE files SET mtime=?, ctime=?, size=?, ino=?, checked=? "
                           "WHERE path=?", (*fp, checked_ns, rel))
 
@@ -319,6 +346,7 @@ class CatalogDB:
             self._note(rel)
 
     def _remove(self, rel: str) -> bool:
+        self._recent.pop(rel, None)
         c = self.conn
         if c.execute("DELETE FROM files WHERE path=?", (rel,)).rowcount == 0:
             return False

@@ -168,6 +168,7 @@ class Transaction:
                 self._settle(plan)
         finally:
             self.discard()
+            self.catalog.forget_recent()  # summaries kept for this commit's many questions
         for hook in ws.install_hooks:
             try:
                 hook(ws, result)
