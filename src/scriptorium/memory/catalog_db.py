@@ -29,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
-from ..sqlitefile import schema_version
+from ..sqlitefile import SUFFIXES, ensure_schema, remove_files
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,6 @@ OLD_FILE = "topic-catalog.json"  # what earlier versions saved: dropped on open
 SCHEMA_VERSION = "5"
 LOG_LIMIT = 100_000  # changes remembered for changed_since
 RECENT_SUMMARIES = 64  # summaries kept in the process (a batch touches a few topics)
-_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
@@ -163,26 +162,19 @@ class CatalogDB:
             return self._open(":memory:", first_seq)
         try:
             (self.path.parent / OLD_FILE).unlink(missing_ok=True)
-            if any(os.path.islink(str(self.path) + s) for s in _SUFFIXES) \
+            if any(os.path.islink(str(self.path) + s) for s in SUFFIXES) \
                     or os.path.islink(self.path.parent):
                 raise OSError(f"{self.path}: a symlink; the catalog stays in memory")
             try:
                 return self._open(str(self.path), first_seq)
             except sqlite3.DatabaseError as exc:  # not a database, or damaged: derived
                 log.warning("topic catalog %s unreadable (%s); rebuilding", self.path, exc)
-                self._remove_files()
+                remove_files(self.path)
                 return self._open(str(self.path), first_seq)
         except (OSError, sqlite3.Error) as exc:
             log.warning("topic catalog kept in memory: %s", exc)
             self.path = None
             return self._open(":memory:", first_seq)
-
-    def _remove_files(self) -> None:
-        for suffix in _SUFFIXES:
-            try:
-                os.unlink(str(self.path) + suffix)
-            except OSError:
-                pass
 
     @staticmethod
     def _open(target: str, first_seq: int) -> sqlite3.Connection:
@@ -195,26 +187,13 @@ class CatalogDB:
                 conn.execute("PRAGMA journal_size_limit=1048576")
                 os.chmod(target, 0o600)
             conn.execute("PRAGMA cache_size=-1024")  # 1 MB: lookups are by index
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if schema_version(conn) != SCHEMA_VERSION:
-                    for (name,) in conn.execute(
-                            "SELECT name FROM sqlite_master WHERE type='table' "
-                            "AND name NOT LIKE 'sqlite_%'").fetchall():
-                        conn.execute(f'DROP TABLE "{name}"')
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute("INSERT INTO meta VALUES ('schema', ?), ('log_floor', ?)",
-                                 (SCHEMA_VERSION, str(first_seq)))
-                    if first_seq:  # seqs of a catalog this one replaces never match its own
-                        conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES "
-                                     "('log', ?)", (first_seq,))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            def fill(conn: sqlite3.Connection) -> None:
+                conn.execute("INSERT INTO meta VALUES ('log_floor', ?)", (str(first_seq),))
+                if first_seq:  # seqs of a catalog this one replaces never match its own
+                    conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('log', ?)",
+                                 (first_seq,))
+
+            ensure_schema(conn, SCHEMA_VERSION, _SCHEMA, fill)
         except BaseException:
             conn.close()
             raise

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ...errors import ConcurrentUpdate, ReasonCode
-from ...sqlitefile import schema_version
+from ...sqlitefile import SUFFIXES, ensure_schema, remove_files
 from ..walk import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
@@ -103,9 +103,6 @@ class FileRow:
         mtime = self.fingerprint[0]
         window = RACY_NS if mtime % 1_000_000_000 == 0 else RACY_FINE_NS
         return mtime + window >= self.checked_ns
-
-
-_SUFFIXES = ("", "-wal", "-shm", "-journal")  # the index file and SQLite's companions
 
 
 def fingerprint(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -174,10 +171,10 @@ class SearchIndex:
 
     def _open(self) -> sqlite3.Connection:
         self.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if any(os.path.islink(str(self.path) + suffix) for suffix in _SUFFIXES):
+        if any(os.path.islink(str(self.path) + suffix) for suffix in SUFFIXES):
             # SQLite would write through it; the index is derived, so replace the link
             log.warning("search index %s is a symlink; replacing it with a new index", self.path)
-            self._remove_files()
+            remove_files(self.path)
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                check_same_thread=False)
         try:
@@ -192,21 +189,7 @@ class SearchIndex:
             # (shared with other processes through the page cache), not a read() call each.
             conn.execute("PRAGMA mmap_size=268435456")
             conn.execute("PRAGMA journal_size_limit=1048576")  # the WAL shrinks back to 1 MB
-            if schema_version(conn) != SCHEMA_VERSION:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if schema_version(conn) != SCHEMA_VERSION:  # another process may have won
-                        self._drop_all(conn)
-                        for statement in _SCHEMA.split(";"):
-                            if statement.strip():
-                                conn.execute(statement)
-                        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
-                                     (SCHEMA_VERSION,))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
+            ensure_schema(conn, SCHEMA_VERSION, _SCHEMA)
             try:
                 os.chmod(self.path, 0o600)
             except OSError:  # pragma: no cover - best effort on odd filesystems
@@ -215,15 +198,6 @@ class SearchIndex:
             conn.close()
             raise
         return conn
-
-    @staticmethod
-    def _drop_all(conn: sqlite3.Connection) -> None:
-        for kind in ("view", "table"):  # views first: they name tables
-            names = [r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type=? AND name NOT LIKE 'sqlite_%' "
-                "AND name NOT LIKE 'fts_%'", (kind,))]
-            for name in names:
-                conn.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
 
     def _file_id(self) -> tuple[int, int] | None:
         try:
@@ -244,7 +218,7 @@ class SearchIndex:
                 conn = self._open()
             except sqlite3.DatabaseError as exc:  # not a database, or damaged: derived, so
                 log.warning("search index %s unreadable (%s); rebuilding", self.path, exc)
-                self._remove_files()
+                remove_files(self.path)
                 conn = self._open()
             self._conn, self._conn_id = conn, self._file_id()
             self._files, self._data_version = {}, None
@@ -260,18 +234,11 @@ class SearchIndex:
             self._conn, self._conn_id = None, None
             self._files, self._data_version = {}, None
 
-    def _remove_files(self) -> None:
-        for suffix in _SUFFIXES:
-            try:
-                os.unlink(str(self.path) + suffix)
-            except FileNotFoundError:
-                pass
-
     def discard(self) -> None:
         """Throw the index away (it is derived); the next query rebuilds it."""
         with self._lock:
             self.close()
-            self._remove_files()
+            remove_files(self.path)
 
     # -- what is on disk --------------------------------------------------------------------
 
