@@ -70,7 +70,6 @@ class PgTopicCatalog(TopicCatalog):
     def __init__(self, workspace: MirrorPlace) -> None:
         super().__init__(workspace.root, workspace.sources, None)  # nothing saved: a cache
         self.workspace = workspace
-        self._loaded = True
         self.shared = 0  # summaries taken from the database instead of parsing (tests count)
 
     def refresh(self, hold: int | None = None) -> "PgTopicCatalog":
