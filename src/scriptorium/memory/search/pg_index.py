@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 CONFIGS = ("scriptorium_stem", "english", "simple")
 DEFAULT_CONFIG = "scriptorium_stem"
+_ASK = object()  # is_current: no install counter given, ask the source
 
 _DOC_COLUMNS = ("kind, path, logical, line, block_id, claim, text, headings, dates, sources, "
                 "source_id, version, speakers, speaker, trusted")
@@ -361,13 +362,17 @@ class PgSearchIndex:
         self._set(conn, kinds=json.dumps(sorted(kinds)), config=self.config,
                   archive=self.source.archive_signature(), generation=str(generation))
 
-    def is_current(self, state: dict[str, str], kinds: Iterable[str]) -> bool:
+    def is_current(self, state: dict[str, str], kinds: Iterable[str],
+                   generation: Any = _ASK) -> bool:
         """Can a query trust the index, given its ``state`` (as read with the query)? Not
         when built with another configuration, when a kind was never indexed, or when the
-        home installed something the hook did not record (or cannot tell)."""
+        home installed something the hook did not record (or cannot tell). ``generation``:
+        the home's install counter when read with the state (else the source is asked)."""
+        if generation is _ASK:
+            generation = self.source.generation()
         return state.get("config", self.config) == self.config \
             and set(kinds) <= self.kinds(state) \
-            and state.get("generation") == str(self.source.generation())
+            and state.get("generation") == str(generation)
 
     def ensure_current(self, kinds: Iterable[str], conn: Any | None = None) -> None:
         """Bring the index up to date for a query of ``kinds`` (see :meth:`is_current`):

@@ -20,9 +20,10 @@ the directory home does; vectors are cached in ``search_vectors`` (no pgvector n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ...errors import InvalidInput
+from ..claims import REPLACES_MARK
 from ..provenance import BranchReader
 from .pg_index import PgSearchIndex, words
 from .embedding import Embedder, load_embedder, unpack
@@ -50,6 +51,19 @@ WITH terms AS (
     SELECT ord, lexeme, quote_literal(lexeme)::tsquery AS tq FROM terms
     WHERE lexeme IS NOT NULL
 )"""
+# The hits (best first), then in the same answer what supersession asks next (see
+# supersession._replacers): the claims saying what they replace in the hits' topics, in file
+# order (``replacer`` true; a claim's file is its topic's path, so the file index finds them)
+_WITH_REPLACERS = """
+SELECT * FROM (
+    SELECT *, false AS replacer FROM hits
+    UNION ALL
+    SELECT r.id, r.kind, r.path, r.line, r.block_id, r.claim, r.text, r.headings, r.dates,
+           r.sources, r.source_id, r.trusted, r.speaker, NULL, NULL, NULL, true
+    FROM search_docs r
+    WHERE r.file IN (SELECT h.path FROM hits h WHERE h.kind = 'claim') AND r.kind = 'claim'
+          AND strpos(r.text, %(replaces)s) > 0
+) u ORDER BY replacer, score DESC, path COLLATE "C", line, claim, id"""
 # the OR of every term, as a scalar subquery: an InitPlan, so the GIN index finds candidates
 _MATCH = "d.tsv @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM q)"
 
@@ -76,25 +90,28 @@ _BM25 = _TERMS + """, stats AS MATERIALIZED (
                         AS tf) f
     WHERE t.kind = ANY(%(kinds)s)
     GROUP BY t.doc ORDER BY score DESC LIMIT %(depth)s
-)
-SELECT {columns}, best.score AS score, (SELECT min(score) FROM best) AS edge,
-       (SELECT count(*) FROM best) AS candidates
-FROM best JOIN search_docs d ON d.id = best.doc
-WHERE {where} {near}
-ORDER BY score DESC, d.path COLLATE "C", d.line, d.claim, d.id
-LIMIT %(limit)s"""
+), hits AS MATERIALIZED (
+    SELECT {columns}, best.score AS score, (SELECT min(score) FROM best) AS edge,
+           (SELECT count(*) FROM best) AS candidates
+    FROM best JOIN search_docs d ON d.id = best.doc
+    WHERE {where} {near}
+    ORDER BY score DESC, d.path COLLATE "C", d.line, d.claim, d.id
+    LIMIT %(limit)s
+)""" + _WITH_REPLACERS
 # When nothing but the kind filters (and best holds only that kind), only the documents
 # scoring at least the limit-th best can be answers: read just those (ties included).
 _NEAR = """AND best.score >= (SELECT min(score) FROM (SELECT score FROM best
                                                    ORDER BY score DESC LIMIT %(limit)s) x)"""
 
-_TS_RANK = _TERMS + """
-SELECT {columns}, ts_rank_cd('{weights}', d.tsv,
-       (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM q), {norm}) AS score
-FROM search_docs d
-WHERE {match} AND {where}
-ORDER BY score DESC, d.path COLLATE "C", d.line, d.claim, d.id
-LIMIT %(limit)s"""
+_TS_RANK = _TERMS + """, hits AS MATERIALIZED (
+    SELECT {columns}, ts_rank_cd('{weights}', d.tsv,
+           (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM q), {norm}) AS score,
+           NULL::float8 AS edge, NULL::bigint AS candidates
+    FROM search_docs d
+    WHERE {match} AND {where}
+    ORDER BY score DESC, d.path COLLATE "C", d.line, d.claim, d.id
+    LIMIT %(limit)s
+)""" + _WITH_REPLACERS
 
 
 def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
@@ -126,9 +143,11 @@ def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
 
 
 def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
-                ranking: str = DEFAULT_RANKING) -> list[tuple[dict[str, Any], float]]:
+                ranking: str = DEFAULT_RANKING,
+                found: "Replacers | None" = None) -> list[tuple[dict[str, Any], float]]:
     """The ``limit`` best rows for ``query`` passing ``filters``, most relevant first, the
-    index first brought up to date (one pooled connection for both).
+    index first brought up to date (one pooled connection for both; ``found`` keeps the
+    replacing claims of their topics that came in the same answer).
 
     BM25 first ranks only the best raw matches (the SQLite index's candidate depth) and
     ranks every match only when that cut could have changed the answer (see :func:`_sure`);
@@ -138,12 +157,12 @@ def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
     terms = [" ".join(words(t)) for t in query_terms(query)]
     terms = [t for t in terms if t]
     where, params = _where(filters)
-    params.update(config=index.config, terms=terms, limit=limit)
+    params.update(config=index.config, terms=terms, limit=limit, replaces=REPLACES_MARK)
     kinds = ("topic", "source") if "source" in filters.kinds else ("topic",)
     if ranking != "bm25":
         sql = _TS_RANK.format(columns=_COLUMNS, weights=_TS_WEIGHTS, norm=TS_NORMALIZATION,
                               match=_MATCH, where=where)
-        return _scored(_fetch(index, sql, params, kinds, bool(terms)))
+        return _scored(_split(_fetch(index, sql, params, kinds, bool(terms)), found))
     selective = filters.prefix or filters.window or filters.speaker or filters.cites
     sql = _BM25.format(columns=_COLUMNS, k1=K1, b=B, wa=BM25_WEIGHTS[0], wb=BM25_WEIGHTS[1],
                        wc=BM25_WEIGHTS[2], where=where,
@@ -151,11 +170,47 @@ def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
     depth = None if selective else candidate_depth(limit)
     rows = _fetch(index, sql, {**params, "depth": None if depth is None else depth + 1},
                   kinds, bool(terms))
-    if depth is not None and not _sure(rows, depth, limit):
+    if depth is not None and not _sure([r for r in rows if not r["replacer"]], depth, limit):
         rows = _fetch(index, sql, {**params, "depth": None}, kinds, bool(terms))
-    for row in rows:
-        del row["edge"], row["candidates"]
-    return _scored(rows)
+    return _scored(_split(rows, found))
+
+
+class Replacers:
+    """Supersession's question after the ranking (which claims of the hits' topics say what
+    they replace), answered from the rows that came with the hits: no second round trip.
+    Asked about documents the ranking did not return (an embedding hit), it asks the index."""
+
+    def __init__(self, index: PgSearchIndex) -> None:
+        self.index = index
+        self.topics: dict[int, str] = {}  # claim id -> its topic, for every claim hit seen
+        self.rows: dict[str, dict[int, dict[str, Any]]] = {}  # topic -> id -> replacer row
+
+    def learn(self, hits: list[dict[str, Any]], replacers: list[dict[str, Any]]) -> None:
+        for row in hits:
+            if row["kind"] == "claim":
+                self.topics[row["id"]] = row["path"]
+                self.rows.setdefault(row["path"], {})
+        for row in replacers:
+            self.rows.setdefault(row["path"], {})[row["id"]] = row
+
+    def replacer_rows(self, mark: str, doc_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """As :meth:`.pg_index.PgSearchIndex.replacer_rows`: in file order."""
+        if mark != REPLACES_MARK or any(i not in self.topics for i in doc_ids):
+            return self.index.replacer_rows(mark, doc_ids)
+        topics = sorted({self.topics[i] for i in doc_ids}, key=lambda p: p.encode())
+        return [row for path in topics for row in sorted(
+            self.rows[path].values(), key=lambda r: (r["line"], r["claim"]))]
+
+
+def _split(rows: list[dict[str, Any]], found: Replacers | None) -> list[dict[str, Any]]:
+    """The hits of a ranking query's answer (the replacing claims after them go to
+    ``found``)."""
+    hits = [row for row in rows if not row["replacer"]]
+    if found is not None:
+        found.learn(hits, [row for row in rows if row["replacer"]])
+    for row in hits:
+        del row["edge"], row["candidates"], row["replacer"]
+    return hits
 
 
 def candidate_depth(limit: int) -> int:
@@ -177,17 +232,25 @@ def _scored(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
 
 
 # The index state, read in the same implicit transaction as the query after it, which it
-# sets to use its generic plan (one row even when the state is empty, so the setting holds)
+# sets to use its generic plan (one row even when the state is empty, so the setting holds);
+# a home whose install counter is a table adds it as the row HOME_GENERATION
 _STATE = ("SELECT s.key, s.value FROM (SELECT set_config('plan_cache_mode', "
           "'force_generic_plan', true)) g LEFT JOIN search_state s ON true")
+HOME_GENERATION = ":home-generation"
+
+
+def _state_sql(index: PgSearchIndex) -> str:
+    home = getattr(index.source, "GENERATION_SQL", None)
+    return _STATE if home is None else \
+        f"{_STATE} UNION ALL SELECT '{HOME_GENERATION}', ({home})::text"
 
 
 def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[str, ...],
            run: bool = True) -> list[dict[str, Any]]:
-    """Run ``sql`` and read the index state in one round trip (one implicit transaction),
-    prepared on the server with its generic plan (planning costs more than running it);
-    when the state says the index is behind the home, catch up first (in one transaction)
-    and run it again."""
+    """Run ``sql`` and read the index state (and the home's install counter, when it is in
+    the database) in one round trip (one implicit transaction), prepared on the server with
+    its generic plan (planning costs more than running it); when the state says the index is
+    behind the home, catch up first (in one transaction) and run it again."""
     from psycopg.rows import dict_row
 
     with index.pg.connection() as conn:
@@ -195,7 +258,7 @@ def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[
             conn.autocommit = True
             try:
                 with conn.pipeline():
-                    state_cur = conn.execute(_STATE, prepare=True)
+                    state_cur = conn.execute(_state_sql(index), prepare=True)
                     cur = conn.cursor(row_factory=dict_row)
                     if run:
                         cur.execute(sql, params, prepare=True)
@@ -203,7 +266,12 @@ def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[
                 rows = cur.fetchall() if run else []
             finally:
                 conn.autocommit = False
-            if index.is_current(state, kinds):
+            if HOME_GENERATION in state:
+                home = state.pop(HOME_GENERATION)
+                current = index.is_current(state, kinds, generation=home)
+            else:
+                current = index.is_current(state, kinds)
+            if current:
                 break
             index.ensure_current(kinds, conn)  # rare: catch up in one transaction, then again
             conn.commit()
@@ -259,10 +327,11 @@ def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
     filters, depth = search_plan(filters, top_k, reader, own_session)
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
+    found = Replacers(index)
     ranked = by_method(
-        method, depth, lambda n: ranked_rows(index, query, filters, n, ranking),
+        method, depth, lambda n: ranked_rows(index, query, filters, n, ranking, found),
         lambda n: embedding_rows(index, query, filters, n, embedder))  # type: ignore[arg-type]
-    ranked = rank_holding_first(index, ranked, reader)
+    ranked = rank_holding_first(found, ranked, reader)
     if reader is None:
         return [_hit(row, score) for row, score in ranked[:top_k]]
     return rank_for_reader(reader, ranked, top_k)

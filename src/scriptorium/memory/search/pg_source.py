@@ -139,8 +139,11 @@ class PgFilesSource:
         with self.workspace.pg.connection() as conn:
             return list(conn.execute(sql, params).fetchall())
 
+    # the install counter as SQL, so a query reads it with the index state (one round trip)
+    GENERATION_SQL = "SELECT generation FROM memory_state"
+
     def generation(self) -> int | None:
-        rows = self._rows("SELECT generation FROM memory_state")
+        rows = self._rows(self.GENERATION_SQL)
         return int(rows[0][0]) if rows else None
 
     def archive_signature(self) -> str:
