@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 CONFIGS = ("scriptorium_stem", "english", "simple")
 DEFAULT_CONFIG = "scriptorium_stem"
+BUILD_MEMORY = "256MB"  # a build sorts its postings and GIN entries in memory, not on disk
 _ASK = object()  # is_current: no install counter given, ask the source
 
 _DOC_COLUMNS = ("kind, path, logical, line, block_id, claim, text, headings, dates, sources, "
@@ -57,23 +58,28 @@ _POSTINGS = (
     "- cardinality(array_positions(u.weights, 'B')), d.len "
     "FROM unnest(%s::bigint[]) n JOIN search_docs d ON d.id = n "
     "CROSS JOIN LATERAL unnest(d.tsv) u")
-# ... of every document (a build)
-_POSTINGS_ALL = _POSTINGS.replace(
-    "FROM unnest(%s::bigint[]) n JOIN search_docs d ON d.id = n", "FROM search_docs d")
 _GIN = "CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv)"  # as in migrations
 # A build's documents, as COPY sends them: the columns of search_docs but the tsvector's
 # four weighted texts (fa..fd, stemmed in the server) and the ranges as text; n: the order
 _STAGE = (f"CREATE TEMP TABLE search_build ON COMMIT DROP AS SELECT 0::bigint AS n, file, "
           f"{_DOC_COLUMNS}, superseded, ''::text AS ranges, len, ''::text AS fa, "
           "''::text AS fb, ''::text AS fc, ''::text AS fd FROM search_docs WITH NO DATA")
+# ...stored with their postings in one statement, the postings taken from the rows as they
+# are inserted (no second read of search_docs); a text with no words skips the stemmer
+_WEIGHTED = ("CASE WHEN {f} = '' THEN ''::tsvector ELSE "
+             "setweight(to_tsvector(%(config)s::regconfig, {f}), '{w}') END")
 _FROM_STAGE = (
-    f"INSERT INTO search_docs (file, {_DOC_COLUMNS}, superseded, ranges, len, tsv) "
-    f"SELECT file, {_DOC_COLUMNS}, superseded, ranges::datemultirange, len, "
-    "setweight(to_tsvector(%(config)s::regconfig, fa), 'A') || "
-    "setweight(to_tsvector(%(config)s::regconfig, fb), 'B') || "
-    "setweight(to_tsvector(%(config)s::regconfig, fc), 'C') || "
-    "setweight(to_tsvector(%(config)s::regconfig, fd), 'A') "
-    "FROM (SELECT * FROM search_build ORDER BY n) b")
+    f"WITH docs AS (INSERT INTO search_docs (file, {_DOC_COLUMNS}, superseded, ranges, len, "
+    f"tsv) SELECT file, {_DOC_COLUMNS}, superseded, ranges::datemultirange, len, "
+    + " || ".join(_WEIGHTED.format(f=f, w=w) for f, w in
+                  (("fa", "A"), ("fb", "B"), ("fc", "C"), ("fd", "A")))
+    + " FROM (SELECT * FROM search_build ORDER BY n) b RETURNING id, kind, len, tsv) "
+    + _POSTINGS.replace("FROM unnest(%s::bigint[]) n JOIN search_docs d ON d.id = n",
+                        "FROM docs d"))
+# statistics for the planner, of the columns queries select and join on (not of the texts
+# and tsvectors, whose statistics cost most of an ANALYZE and which no plan here needs)
+_ANALYZE = ("ANALYZE search_docs (id, file, kind, path, logical, source_id, version), "
+            "search_files, search_terms (lexeme, doc, kind)")
 _TERMS_KEY = "CONSTRAINT search_terms_key PRIMARY KEY (lexeme, doc) INCLUDE (kind, a, b, c, len)"
 # ...and of documents about to be deleted (found through their own stems: the key's prefix)
 _UNPOST = ("DELETE FROM search_terms t USING search_docs d CROSS JOIN LATERAL unnest(d.tsv) u "
@@ -314,6 +320,7 @@ class PgSearchIndex:
             if include_sources is None:
                 include_sources = "source" in self.kinds(self.state(c))
             c.execute("TRUNCATE search_terms, search_docs, search_files, search_state")
+            c.execute("SELECT set_config('maintenance_work_mem', %s, true)", (BUILD_MEMORY,))
             # a million postings (and the documents' GIN entries) are stored faster without
             # their index, which is then built once by sorting them (the tables are locked
             # by the TRUNCATE until the commit)
@@ -322,7 +329,7 @@ class PgSearchIndex:
             self._load(c, ("topic", "source") if include_sources else ("topic",))
             c.execute(_GIN)
             c.execute(f"ALTER TABLE search_terms ADD {_TERMS_KEY}")
-            c.execute("ANALYZE search_docs, search_files, search_terms")  # for the planner
+            c.execute(_ANALYZE)
             count = int(c.execute("SELECT count(*) FROM search_docs").fetchone()[0])
         if conn is None:  # committed: mark the pages all-visible, so BM25 reads only the index
             with self.pg.dedicated() as own:
@@ -358,7 +365,6 @@ class PgSearchIndex:
             for row in files:
                 out.write_row(row)
         conn.execute(_FROM_STAGE, {"config": self.config})
-        conn.execute(_POSTINGS_ALL)
         self._set(conn, kinds=json.dumps(sorted(kinds)), config=self.config,
                   archive=self.source.archive_signature(), generation=str(generation))
 
