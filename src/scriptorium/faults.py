@@ -10,7 +10,8 @@ Steps: the write path's ``after-archive``, ``writer-ran``, ``before-mark``, ``ma
 batch's new node files written and durable, none renamed yet), ``mid-mark`` (the first one
 renamed), ``mark-renamed`` (after every rename: a test kills at the N-th), ``after-mark``; the
 transaction's install steps (see memory/transaction.py); ``git-init``, inside the first ``git
-init`` of a session or workspace history (see gitrepo.py).
+init`` of a session or workspace history (see gitrepo.py); ``home copy``'s
+``home-copy-revision``, ``home-copy-session`` and ``home-copy-ledger`` (see home_copy.py).
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ a line whose node is not there. Every part is resumable: installs DST already
 replayed (by position and message), sessions DST already holds whole, nodes it already
 has, are skipped, so running the copy again finishes it. The copy ends by comparing both
 homes (:func:`compare`); any difference is reported and the command fails. Fault points
-``home-copy-revision`` (after each install replayed) and ``home-copy-session`` (a session
-created in DST, its nodes not yet copied) let tests kill a real copy between steps.
+``home-copy-revision`` (after each install replayed), ``home-copy-session`` (a session
+created in DST, its nodes not yet copied) and ``home-copy-ledger`` (inside the ledger's
+transaction, a table written) let tests kill a real copy between steps.
 """
 
 from __future__ import annotations

@@ -207,3 +207,71 @@ def test_a_file_that_is_not_memory_is_named_as_not_copied(tmp_path, pg_url):
     assert "not copied (not memory scriptorium keeps): recent_events.jsonl" in out.stdout
     with Memory.open(homes.dir) as a, Memory.open(pg_url) as pg:
         assert compare(a, pg) == []
+
+
+def ledger(home: str) -> dict[str, tuple[int, int]]:
+    """The digest of ``home``'s import ledger (per table: rows and an order-free hash)."""
+    from scriptorium.home_copy import _ledger
+    from scriptorium.importers.ledger_copy import ledger_digest
+
+    with Memory.open(home) as mem, _ledger(mem, create=False) as tables:
+        return ledger_digest(tables)
+
+
+def wait_for_flag(proc: subprocess.Popen, tmp_path, step: str) -> None:
+    """Wait until the copy reached ``step`` (its flag file), then SIGKILL it."""
+    try:
+        for _ in range(2400):  # waits for the step, never for a guessed time
+            if (tmp_path / "flag").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (tmp_path / "flag").exists(), proc.poll() is not None and proc.stderr.read()
+        assert (tmp_path / "flag").read_text() == step
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("direction", ["to-postgresql", "to-directory"])
+def test_a_copy_killed_inside_the_ledger_copy_keeps_the_old_ledger_and_finishes_when_run_again(
+        tmp_path, pg_url, direction):
+    """DST holds an earlier copy's ledger; SRC imports more; the next copy is SIGKILLed in
+    the ledger's transaction (a table written, not committed): DST's ledger is the earlier
+    one, whole; run again, the copy finishes verified (ids, marks, topics, archive,
+    revisions, ledger) and an import in DST reads nothing new."""
+    from test_pg_import import _chain
+
+    transcript = _chain(tmp_path / "src" / "s.jsonl", 3)
+    homes = written_directory_home(tmp_path / "a")
+    with Memory.open(homes.dir) as a:
+        assert a.import_sessions("claude-code", [transcript])["nodes_added"] == 6
+    if direction == "to-postgresql":
+        src, dst = str(homes.dir), pg_url
+    else:  # a PostgreSQL home (copied in process) into a new directory home
+        assert copy_home(homes.dir, pg_url).verified
+        src, dst = pg_url, str(tmp_path / "down")
+    assert copy_home(src, dst).verified  # an earlier copy: DST holds SRC's ledger
+    _chain(transcript, 2, start=3)
+    with Memory.open(src) as s:
+        assert s.import_sessions("claude-code", [transcript])["nodes_added"] == 4
+    earlier = ledger(dst)
+    assert ledger(src) != earlier
+    wait_for_flag(cli_copy(src, dst, tmp_path, fault="home-copy-ledger"), tmp_path,
+                  "home-copy-ledger")
+    assert ledger(dst) == earlier  # the killed transaction left the earlier ledger whole
+    with Memory.open(src) as a, Memory.open(dst) as b:
+        assert any(p.startswith("import ledger:") for p in compare(a, b))
+    rerun = cli_copy(src, dst, tmp_path)
+    out, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    assert json.loads(out)["verified"] is True
+    assert ledger(dst) == ledger(src)
+    with Memory.open(src) as a, Memory.open(dst) as b:
+        assert compare(a, b) == []
+        assert b.workspace._read_workspace_id() == a.workspace._read_workspace_id()  # noqa: SLF001
+        assert marks(b, "s") == marks(a, "s") and blocked_code(b) == "WRITER_FAILURE_UNKNOWN"
+        files = b.import_sessions("claude-code", [transcript])["files"]
+        assert [f["unchanged"] for f in files] == [True]

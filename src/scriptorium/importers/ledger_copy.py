@@ -13,7 +13,8 @@ host's file rows come down (another host's paths name files on that host). "This
 Safe to stop and run again: the copy runs after every session's nodes are in DST, and it is
 one transaction that replaces DST's ledger with SRC's. A copy stopped before it leaves DST
 with no file rows, so the next import re-reads and finds what is stored; a copy run again
-writes the same rows. :func:`ledger_digest` compares two ledgers without holding either in
+writes the same rows; a copy killed inside that transaction (fault point ``home-copy-ledger``,
+after each table) leaves DST's earlier ledger whole. :func:`ledger_digest` compares two ledgers without holding either in
 memory (an order-free sum of row hashes), for the copy's final check.
 """
 
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from ..faults import fault_point
 from ..postgres.host import host_name
 from .ledger_sqlite import open_state_db, state_path
 
@@ -171,6 +173,7 @@ def copy_ledger(src: Tables, dst: Tables) -> int:
             if chunk:
                 dst.write(table, chunk)
                 copied += len(chunk)
+            fault_point("home-copy-ledger")  # a table written, the transaction still open
     return copied
 
 
