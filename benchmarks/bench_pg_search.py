@@ -11,6 +11,9 @@ process indexes the same files both ways and reports, side by side:
 - the install hook's index update per write, and the first query after that write (a real
   transaction adds a paragraph to one topic; both indexes are attached to the workspace),
   also as a ratio to the same query run again right after;
+- warm search through ``Memory`` on whole homes (pg_home_search.py): the directory home,
+  the PostgreSQL home, and the PostgreSQL home of ``--baseline-rev``, with the database
+  round trips per query counted on the wire;
 - top-5 agreement with the SQLite BM25 ranking, for each text search configuration and
   ranking asked for: the mean share of SQLite's top 5 that PostgreSQL's top 5 also holds,
   and the share of queries whose top 5 is identical in order; on the synthetic topics (no
@@ -23,7 +26,8 @@ The database round trip is local (127.0.0.1). Machine load is printed with every
 Usage:
     python benchmarks/bench_pg_search.py [--sizes 0.5,2] [--queries 20] [--writes 8]
         [--configs scriptorium_stem,english,simple] [--rankings bm25,ts_rank_cd]
-        [--english-sessions 30] [--pg URL] [--quick]
+        [--english-sessions 30] [--pg URL] [--quick] [--baseline-rev fda7463]
+        [--home-sessions 24]
 """
 
 from __future__ import annotations
@@ -242,6 +246,11 @@ def main() -> None:
     ap.add_argument("--english-sessions", type=int, default=30,
                     help="bench_recall conversations for the English agreement (0: skip)")
     ap.add_argument("--pg", help="a PostgreSQL server URL (default: start a throwaway one)")
+    ap.add_argument("--baseline-rev", default="fda7463",
+                    help="the revision whose PostgreSQL home the warm Memory search compares")
+    ap.add_argument("--home-sessions", type=int, default=24,
+                    help="sessions (× 20 turns) of the warm Memory search on whole homes "
+                    "(0: skip)")
     ap.add_argument("--quick", action="store_true", help="only the default configuration and "
                     "BM25, no English agreement run (the speed table and its agreement)")
     args = ap.parse_args()
@@ -278,6 +287,10 @@ def main() -> None:
         print("| topics | text search config | ranking | top-5 overlap | identical top 5 |")
         print("|---|---|---|---|---|")
         print("\n".join(AGREEMENT))
+        if args.home_sessions:
+            from pg_home_search import homes_table
+
+            homes_table(url, args.baseline_rev, args.home_sessions, 20, 5)
         print(f"\nload average at end {load()}")
     finally:
         if server is not None:
