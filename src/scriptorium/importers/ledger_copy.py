@@ -13,9 +13,10 @@ host's file rows come down (another host's paths name files on that host). "This
 Safe to stop and run again: the copy runs after every session's nodes are in DST, and it is
 one transaction that replaces DST's ledger with SRC's. A copy stopped before it leaves DST
 with no file rows, so the next import re-reads and finds what is stored; a copy run again
-writes the same rows; a copy killed inside that transaction (fault point ``home-copy-ledger``,
-after each table) leaves DST's earlier ledger whole. :func:`ledger_digest` compares two ledgers without holding either in
-memory (an order-free sum of row hashes), for the copy's final check.
+writes the same rows; a copy killed inside that transaction (fault point
+``home-copy-ledger``, after each table) leaves DST's earlier ledger whole.
+:func:`ledger_digest` compares two ledgers without holding either in memory (an order-free
+sum of row hashes), for the copy's final check.
 """
 
 from __future__ import annotations

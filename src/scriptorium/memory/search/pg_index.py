@@ -58,6 +58,9 @@ _POSTINGS = (
     "- cardinality(array_positions(u.weights, 'B')), d.len "
     "FROM unnest(%s::bigint[]) n JOIN search_docs d ON d.id = n "
     "CROSS JOIN LATERAL unnest(d.tsv) u")
+# ...and of documents about to be deleted (found through their own stems: the key's prefix)
+_UNPOST = ("DELETE FROM search_terms t USING search_docs d CROSS JOIN LATERAL unnest(d.tsv) u "
+           "WHERE {docs} AND t.lexeme = u.lexeme AND t.doc = d.id")
 _GIN = "CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv)"  # as in migrations
 # A build's documents, as COPY sends them: the columns of search_docs but the tsvector's
 # four weighted texts (fa..fd, stemmed in the server) and the ranges as text; n: the order
@@ -81,9 +84,6 @@ _FROM_STAGE = (
 _ANALYZE = ("ANALYZE search_docs (id, file, kind, path, logical, source_id, version), "
             "search_files, search_terms (lexeme, doc, kind)")
 _TERMS_KEY = "CONSTRAINT search_terms_key PRIMARY KEY (lexeme, doc) INCLUDE (kind, a, b, c, len)"
-# ...and of documents about to be deleted (found through their own stems: the key's prefix)
-_UNPOST = ("DELETE FROM search_terms t USING search_docs d CROSS JOIN LATERAL unnest(d.tsv) u "
-           "WHERE {docs} AND t.lexeme = u.lexeme AND t.doc = d.id")
 
 
 @lru_cache(maxsize=8192)

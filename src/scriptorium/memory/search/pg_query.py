@@ -144,7 +144,7 @@ def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
 
 def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
                 ranking: str = DEFAULT_RANKING,
-                found: "Replacers | None" = None) -> list[tuple[dict[str, Any], float]]:
+                found: Replacers | None = None) -> list[tuple[dict[str, Any], float]]:
     """The ``limit`` best rows for ``query`` passing ``filters``, most relevant first, the
     index first brought up to date (one pooled connection for both; ``found`` keeps the
     replacing claims of their topics that came in the same answer).
