@@ -204,11 +204,12 @@ class PgSearchIndex:
         taking it); unchanged documents keep their rows. Returns files re-indexed."""
         done = 0
         fresh: list[int] = []  # documents inserted, whose postings are written at the end
+        resolver = source.resolver()  # each cited archive file parsed once for all files
         for rel in sorted(set(rels)):
             # keyed by the home's schema too: homes sharing a database never wait on each other
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended("
                          "'scriptorium-search:' || current_schema() || ':' || %s, 0))", (rel,))
-            found = source.documents(rel)
+            found = source.documents(rel, resolver)
             row = conn.execute("SELECT fingerprint, unresolved FROM search_files WHERE "
                                "path = %s", (rel,)).fetchone()
             if found is None:
@@ -348,8 +349,9 @@ class PgSearchIndex:
                                 "ranges, len, fa, fb, fc, fd) FROM STDIN") as docs:
             files, n = [], 0
             rels = {rel for kind in kinds for rel in self.source.fingerprints(kind)}
+            resolver = self.source.resolver()
             for rel in sorted(rels):  # the order an update re-indexes files in
-                found = self.source.documents(rel)
+                found = self.source.documents(rel, resolver)
                 if found is None:
                     continue
                 found_docs, unresolved, fingerprint = found

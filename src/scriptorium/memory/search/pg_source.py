@@ -19,6 +19,7 @@ from ..walk import markdown_files, sources_signature
 from ..directory import read_generation
 from ..sources import Frame
 from .documents import TOP, Document, file_documents as _file_documents, kind_of, speaker_keys
+from .resolve import Resolver
 
 
 class DocumentSource(Protocol):
@@ -35,15 +36,25 @@ class DocumentSource(Protocol):
         """Every file of ``kind`` (``topic``/``source``) -> a cheap value that changes when
         the file does."""
 
-    def documents(self, rel: str) -> tuple[list[Document], int, str] | None:
+    def documents(self, rel: str, resolver: Resolver | None = None
+                  ) -> tuple[list[Document], int, str] | None:
         """``rel``'s documents, how many of its citations did not resolve, and its
-        fingerprint; None when it is gone."""
+        fingerprint; None when it is gone. ``resolver``: one made by :meth:`resolver` for
+        the update at hand (the archive files it reads are parsed once for all files)."""
+
+    def resolver(self) -> Resolver:
+        """A footnote resolver for one update (see :class:`.resolve.Resolver`)."""
 
 
-def file_documents(rel: str, data: bytes, archive: Any) -> tuple[list[Document], int]:
+def file_documents(rel: str, data: bytes, archive: Any, resolver: Resolver | None = None
+                   ) -> tuple[list[Document], int]:
     """The documents of one memory file as the SQLite index makes them: a topic's claims
-    (footnotes resolved through ``archive``: ``resolve_target`` and ``lookup``, as
-    :class:`~scriptorium.memory.sources.SourceArchive` offers), a source file's frames."""
+    (footnotes resolved by ``resolver``, or else through ``archive``: ``resolve_target`` and
+    ``lookup``, as :class:`~scriptorium.memory.sources.SourceArchive` offers), a source
+    file's frames."""
+    if resolver is not None:
+        return _file_documents(rel, data, resolver.resolve, resolver.trusted,
+                               resolver.speakers)
     found: dict[str, Frame | None] = {}
 
     def frame(sid: str) -> Frame | None:
@@ -81,7 +92,11 @@ class DirectorySource:
     def fingerprints(self, kind: str) -> dict[str, str]:
         return {rel: _stat_key(st) for rel, st in markdown_files(self.root, TOP[kind]).items()}
 
-    def documents(self, rel: str) -> tuple[list[Document], int, str] | None:
+    def resolver(self) -> Resolver:
+        return Resolver(self.archive)
+
+    def documents(self, rel: str, resolver: Resolver | None = None
+                  ) -> tuple[list[Document], int, str] | None:
         found = _regular_file(self.root, rel)
         if found is None:
             return None
@@ -89,7 +104,7 @@ class DirectorySource:
             data = (self.root / rel).read_bytes()
         except OSError:
             return None
-        docs, unresolved = file_documents(rel, data, self.archive)
+        docs, unresolved = file_documents(rel, data, self.archive, resolver)
         return docs, unresolved, _stat_key(found)
 
 
@@ -157,11 +172,16 @@ class PgFilesSource:
             "SELECT path, version FROM memory_files WHERE starts_with(path, %s) AND "
             "content IS NOT NULL", (TOP[kind] + "/",)) if kind_of(path) == kind}
 
-    def documents(self, rel: str) -> tuple[list[Document], int, str] | None:
+    def resolver(self) -> Resolver:
+        return Resolver(self.workspace.sources)
+
+    def documents(self, rel: str, resolver: Resolver | None = None
+                  ) -> tuple[list[Document], int, str] | None:
         if kind_of(rel) is None:
             return None
         rows = self._rows("SELECT content, version FROM memory_files WHERE path = %s", (rel,))
         if not rows or rows[0][0] is None:
             return None
-        docs, unresolved = file_documents(rel, bytes(rows[0][0]), self.workspace.sources)
+        docs, unresolved = file_documents(rel, bytes(rows[0][0]), self.workspace.sources,
+                                          resolver)
         return docs, unresolved, str(rows[0][1])
