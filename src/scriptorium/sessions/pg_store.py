@@ -74,6 +74,7 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         self._guard = threading.Lock()
         self._listeners: list[HeadListener] = []
         self._lines = LineOps.new_cache()
+        self._known = threading.local()  # session id -> its row, read by a caller (known_row)
 
     @classmethod
     def open(cls, url: str) -> "PgSessionStore":
@@ -106,6 +107,34 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
         with self._read_connection() as conn:
             return conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone() \
                 is not None
+
+    # a session's row, for a caller that reads it in its own round trip (see known_row)
+    SESSION_ROW_SQL = "SELECT meta, rev FROM sessions WHERE id = %s"
+
+    @contextlib.contextmanager
+    def known_row(self, sid: str, row: tuple[Any, int] | None) -> Iterator[None]:
+        """Within (this thread): reads of ``sid`` (its line, divergences, nodes) take
+        ``row``, the session's (meta, rev) that the caller read with its own statements
+        (one round trip for both, as a branch-aware search does), instead of reading it
+        again, while this process's graph of the session is at that rev; otherwise they read
+        what changed as always."""
+        known = self._known.__dict__
+        before = known.get(sid)
+        known[sid] = row
+        try:
+            yield
+        finally:
+            known[sid] = before
+
+    def _current(self, sid: str) -> PgIndex | None:
+        """The cached graph of ``sid`` when a row given by :meth:`known_row` shows it is
+        current (no round trip), else None."""
+        row = self._known.__dict__.get(sid)
+        if row is None:
+            return None
+        with self._guard:
+            idx = self._indexes.get(sid)
+        return idx if idx is not None and not idx.pending and row[1] == idx.rev else None
 
     def _sync(self, conn: Any, sid: str, *, lock: bool) -> PgIndex:
         """The session's cached graph brought up to date (the row locked when ``lock``)."""
@@ -192,12 +221,14 @@ class PgSessionStore(AppendOps, ReadOps, ForkOps, LineOps, MarkOps, HeadAnnounce
     def _reading(self, sid: str) -> Iterator[PgIndex]:
         sid = self._sid(sid)
         with self._tlock(sid):
-            try:
-                with self._read_connection() as conn:
-                    idx = self._sync(conn, sid, lock=False)
-            except BaseException:
-                self._forget(sid)
-                raise
+            idx = self._current(sid)
+            if idx is None:
+                try:
+                    with self._read_connection() as conn:
+                        idx = self._sync(conn, sid, lock=False)
+                except BaseException:
+                    self._forget(sid)
+                    raise
             yield idx
 
     @contextlib.contextmanager

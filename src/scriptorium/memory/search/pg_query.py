@@ -143,11 +143,12 @@ def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
 
 
 def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
-                ranking: str = DEFAULT_RANKING,
-                found: Replacers | None = None) -> list[tuple[dict[str, Any], float]]:
+                ranking: str = DEFAULT_RANKING, found: Replacers | None = None,
+                side: SessionRow | None = None) -> list[tuple[dict[str, Any], float]]:
     """The ``limit`` best rows for ``query`` passing ``filters``, most relevant first, the
     index first brought up to date (one pooled connection for both; ``found`` keeps the
-    replacing claims of their topics that came in the same answer).
+    replacing claims of their topics that came in the same answer; ``side`` is read in the
+    same round trip).
 
     BM25 first ranks only the best raw matches (the SQLite index's candidate depth) and
     ranks every match only when that cut could have changed the answer (see :func:`_sure`);
@@ -162,14 +163,14 @@ def ranked_rows(index: PgSearchIndex, query: str, filters: Filters, limit: int,
     if ranking != "bm25":
         sql = _TS_RANK.format(columns=_COLUMNS, weights=_TS_WEIGHTS, norm=TS_NORMALIZATION,
                               match=_MATCH, where=where)
-        return _scored(_split(_fetch(index, sql, params, kinds, bool(terms)), found))
+        return _scored(_split(_fetch(index, sql, params, kinds, bool(terms), side), found))
     selective = filters.prefix or filters.window or filters.speaker or filters.cites
     sql = _BM25.format(columns=_COLUMNS, k1=K1, b=B, wa=BM25_WEIGHTS[0], wb=BM25_WEIGHTS[1],
                        wc=BM25_WEIGHTS[2], where=where,
                        near="" if selective or "source" in filters.kinds else _NEAR)
     depth = None if selective else candidate_depth(limit)
     rows = _fetch(index, sql, {**params, "depth": None if depth is None else depth + 1},
-                  kinds, bool(terms))
+                  kinds, bool(terms), side)
     if depth is not None and not _sure([r for r in rows if not r["replacer"]], depth, limit):
         rows = _fetch(index, sql, {**params, "depth": None}, kinds, bool(terms))
     return _scored(_split(rows, found))
@@ -245,12 +246,29 @@ def _state_sql(index: PgSearchIndex) -> str:
         f"{_STATE} UNION ALL SELECT '{HOME_GENERATION}', ({home})::text"
 
 
+class SessionRow:
+    """A branch-aware reader's session row (meta, rev), read in the ranking's own round
+    trip, so the reader's reads take it instead of asking again while the session store's
+    graph of the session is current (see
+    :meth:`~scriptorium.sessions.pg_store.PgSessionStore.known_row`)."""
+
+    def __init__(self, store: Any, session: str) -> None:
+        self.store, self.session = store, session
+        self.read = False
+        self.row: tuple[Any, int] | None = None
+
+    def known(self) -> Any:
+        """A context in which the store's reads of the session take the row read."""
+        return self.store.known_row(self.session, self.row if self.read else None)
+
+
 def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[str, ...],
-           run: bool = True) -> list[dict[str, Any]]:
+           run: bool = True, side: SessionRow | None = None) -> list[dict[str, Any]]:
     """Run ``sql`` and read the index state (and the home's install counter, when it is in
-    the database) in one round trip (one implicit transaction), prepared on the server with
-    its generic plan (planning costs more than running it); when the state says the index is
-    behind the home, catch up first (in one transaction) and run it again."""
+    the database, and ``side``'s row when not read yet) in one round trip (one implicit
+    transaction), prepared on the server with its generic plan (planning costs more than
+    running it); when the state says the index is behind the home, catch up first (in one
+    transaction) and run it again."""
     from psycopg.rows import dict_row
 
     with index.pg.connection() as conn:
@@ -259,9 +277,13 @@ def _fetch(index: PgSearchIndex, sql: str, params: dict[str, Any], kinds: tuple[
             try:
                 with conn.pipeline():
                     state_cur = conn.execute(_state_sql(index), prepare=True)
+                    side_cur = None if side is None or side.read else conn.execute(
+                        side.store.SESSION_ROW_SQL, (side.session,), prepare=True)
                     cur = conn.cursor(row_factory=dict_row)
                     if run:
                         cur.execute(sql, params, prepare=True)
+                if side is not None and side_cur is not None:
+                    side.row, side.read = side_cur.fetchone(), True
                 state = {k: v for k, v in state_cur.fetchall() if k is not None}
                 rows = cur.fetchall() if run else []
             finally:
@@ -302,6 +324,13 @@ def embedding_rows(index: PgSearchIndex, query: str, filters: Filters, limit: in
     return rank_by_embedding(rows, query, limit, embedder, cached, save)
 
 
+class _Session:
+    """What the search plan asks of a reader made after the ranking: its session."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+
+
 def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
               path_prefix: str | None = None, since: str | None = None,
               until: str | None = None, speaker: str | None = None,
@@ -318,20 +347,29 @@ def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
     filters, _ = check_arguments(
         query, top_k=top_k, path_prefix=path_prefix, since=since, until=until,
         speaker=speaker, include_sources=include_sources, method=method)
+    side = None
     if reader is None and session is not None:
         if store is None:
             raise InvalidInput("a branch-aware search needs the home's session store")
-        reader = BranchReader(store, session, head)
+        if method == "bm25" and hasattr(store, "known_row"):
+            side = SessionRow(store, session)  # read with the ranking; NotFound after it
+        else:
+            reader = BranchReader(store, session, head)
     elif reader is None and head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
-    filters, depth = search_plan(filters, top_k, reader, own_session)
+    planned: Any = reader if side is None else _Session(side.session)
+    filters, depth = search_plan(filters, top_k, planned, own_session)
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
     found = Replacers(index)
     ranked = by_method(
-        method, depth, lambda n: ranked_rows(index, query, filters, n, ranking, found),
+        method, depth, lambda n: ranked_rows(index, query, filters, n, ranking, found, side),
         lambda n: embedding_rows(index, query, filters, n, embedder))  # type: ignore[arg-type]
-    ranked = rank_holding_first(found, ranked, reader)
-    if reader is None:
-        return [_hit(row, score) for row, score in ranked[:top_k]]
-    return rank_for_reader(reader, ranked, top_k)
+    if side is None:
+        ranked = rank_holding_first(found, ranked, reader)
+        if reader is None:
+            return [_hit(row, score) for row, score in ranked[:top_k]]
+        return rank_for_reader(reader, ranked, top_k)
+    with side.known():  # unknown session or tip: NotFound, as before the ranking
+        reader = BranchReader(store, side.session, head)
+        return rank_for_reader(reader, rank_holding_first(found, ranked, reader), top_k)
