@@ -14,6 +14,12 @@ per-file totals. As the SQLite index does, the best raw matches are ranked first
 match only when that cut could change the answer. ``ts_rank_cd`` (over the GIN index of the
 ``tsvector``) is kept as an option for comparison.
 
+A warm query asks the server once: one pipeline carries the index state with the home's
+install counter, the ranking with the claims that say what they replace in the hits' topics
+(supersession's question), and for a branch-aware reader the session's row (the session
+store's graph of it is reused while that row says it is current). Only a BM25 cut that
+cannot be sure (see :func:`_sure`) or an index behind the home asks again.
+
 Embedding search reads every document passing the filters and ranks by cosine in Python, as
 the directory home does; vectors are cached in ``search_vectors`` (no pgvector needed).
 """
