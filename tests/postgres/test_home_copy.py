@@ -163,19 +163,8 @@ def cli_copy(src: str, dst: str, tmp_path, fault: str | None = None) -> subproce
                             text=True)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("direction, step", [
-    ("to-postgresql", "home-copy-session"),    # memory done, a session created but empty
-    ("to-directory", "home-copy-revision"),    # one install of the history replayed of five
-])
-def test_a_copy_killed_at_a_step_finishes_when_run_again(tmp_path, pg_url, direction, step):
-    homes = written_directory_home(tmp_path / "a")
-    if direction == "to-postgresql":
-        src, dst = str(homes.dir), pg_url
-    else:  # a PostgreSQL home (copied in process) into a new directory home
-        assert copy_home(homes.dir, pg_url).verified
-        src, dst = pg_url, str(tmp_path / "down")
-    proc = cli_copy(src, dst, tmp_path, fault=step)
+def kill_at(proc: subprocess.Popen, tmp_path, step: str) -> None:
+    """Wait until the copy reached ``step`` (its flag file), then SIGKILL it."""
     try:
         for _ in range(2400):  # waits for the step, never for a guessed time
             if (tmp_path / "flag").exists() or proc.poll() is not None:
@@ -188,6 +177,21 @@ def test_a_copy_killed_at_a_step_finishes_when_run_again(tmp_path, pg_url, direc
         proc.kill()
         proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("direction, step", [
+    ("to-postgresql", "home-copy-session"),    # memory done, a session created but empty
+    ("to-directory", "home-copy-revision"),    # one install of the history replayed of five
+])
+def test_a_copy_killed_at_a_step_finishes_when_run_again(tmp_path, pg_url, direction, step):
+    homes = written_directory_home(tmp_path / "a")
+    if direction == "to-postgresql":
+        src, dst = str(homes.dir), pg_url
+    else:  # a PostgreSQL home (copied in process) into a new directory home
+        assert copy_home(homes.dir, pg_url).verified
+        src, dst = pg_url, str(tmp_path / "down")
+    kill_at(cli_copy(src, dst, tmp_path, fault=step), tmp_path, step)
     with Memory.open(src) as a, Memory.open(dst) as b:
         assert compare(a, b) != []  # the kill left the copy unfinished
     rerun = cli_copy(src, dst, tmp_path)
@@ -218,22 +222,6 @@ def ledger(home: str) -> dict[str, tuple[int, int]]:
         return ledger_digest(tables)
 
 
-def wait_for_flag(proc: subprocess.Popen, tmp_path, step: str) -> None:
-    """Wait until the copy reached ``step`` (its flag file), then SIGKILL it."""
-    try:
-        for _ in range(2400):  # waits for the step, never for a guessed time
-            if (tmp_path / "flag").exists() or proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert (tmp_path / "flag").exists(), proc.poll() is not None and proc.stderr.read()
-        assert (tmp_path / "flag").read_text() == step
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("direction", ["to-postgresql", "to-directory"])
 def test_a_copy_killed_inside_the_ledger_copy_keeps_the_old_ledger_and_finishes_when_run_again(
@@ -259,8 +247,8 @@ def test_a_copy_killed_inside_the_ledger_copy_keeps_the_old_ledger_and_finishes_
         assert s.import_sessions("claude-code", [transcript])["nodes_added"] == 4
     earlier = ledger(dst)
     assert ledger(src) != earlier
-    wait_for_flag(cli_copy(src, dst, tmp_path, fault="home-copy-ledger"), tmp_path,
-                  "home-copy-ledger")
+    kill_at(cli_copy(src, dst, tmp_path, fault="home-copy-ledger"), tmp_path,
+            "home-copy-ledger")
     assert ledger(dst) == earlier  # the killed transaction left the earlier ledger whole
     with Memory.open(src) as a, Memory.open(dst) as b:
         assert any(p.startswith("import ledger:") for p in compare(a, b))
