@@ -84,6 +84,17 @@ def test_every_query_finds_the_same_hits_in_the_same_order_with_the_same_bm25_sc
             assert_same(ws, index, query, top_k=10, include_sources=include_sources)
 
 
+def test_the_ts_rank_cd_ranking_finds_what_bm25_finds_in_its_own_order(shared):
+    ws, index = shared
+    for query in QUERIES:
+        for include_sources in (False, True):
+            kw = dict(top_k=200, include_sources=include_sources)
+            bm25 = pg_search(index, query, **kw)
+            ts = pg_search(index, query, ranking="ts_rank_cd", **kw)
+            assert ts, query
+            assert sorted(k[:5] for k in keys(ts)) == sorted(k[:5] for k in keys(bm25)), query
+
+
 FILTERS = [
     dict(path_prefix="projects"), dict(path_prefix="topics/infrastructure/production.md"),
     dict(path_prefix="sources", include_sources=True),
