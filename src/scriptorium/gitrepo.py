@@ -18,17 +18,33 @@ import re
 import shutil
 import subprocess
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from .errors import CorruptFile, ReasonCode, WriteFailed
 from .faults import fault_point
+from .fsutil import atomic_write_text
 
 # Variables that would point git somewhere else than the repository we name.
 _ENV_KEEP_OUT = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                  "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
                  "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
 INIT_PREFIX = ".git-init-"  # a repository being created, renamed to .git when complete
+UNPACKED_NAME = "scriptorium-unpacked"  # in .git: commits made since the last packing
+
+
+@dataclass(frozen=True)
+class PackPolicy:
+    """When a history's loose objects are packed (:meth:`GitRepo.pack_if_due`): once
+    ``every`` commits were made since the last packing, or once the loose objects hold
+    ``loose_bytes`` (None: not looked at). Loose objects are whole compressed copies of each
+    changed file and tree, until a packing stores them as deltas. ``quick``: the packing
+    tries one delta base per object and deflates fast (see :meth:`GitRepo.repack`)."""
+
+    every: int
+    loose_bytes: int | None = None
+    quick: bool = False
 
 
 class GitUnavailable(WriteFailed):
@@ -255,6 +271,24 @@ class GitRepo:
         fast = ["-c", "pack.compression=1"] if quick else []
         self._run([*fast, "repack", "-d", "-q", "--geometric=2",
                    *(["--window=1"] if quick else [])])
+
+    def pack_if_due(self, policy: PackPolicy) -> bool:
+        """Count the commit just made and pack the history when ``policy`` says it is due;
+        True when it packed. The count lives in ``.git`` (so short processes add up, and
+        every writer of the repository shares it). A failed packing raises and leaves the
+        count due, so the next commit packs; the commit itself stands either way."""
+        counter = self.gitdir / UNPACKED_NAME
+        try:
+            count = int(counter.read_text(encoding="ascii")) + 1
+        except (OSError, ValueError):
+            count = 1
+        due = count >= policy.every or (policy.loose_bytes is not None
+                                        and self.loose_bytes() >= policy.loose_bytes)
+        if due:
+            self.repack(quick=policy.quick)  # raises: the count is not reset, still due
+            count = 0
+        atomic_write_text(counter, f"{count}\n", durable=False)
+        return due
 
     def commit_paths(self, message: str, paths: Sequence[str],
                      tree_compression: int | None = None) -> str | None:

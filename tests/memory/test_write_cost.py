@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from scriptorium.errors import WriteFailed
+from scriptorium.gitrepo import UNPACKED_NAME
 from scriptorium.memory import catalog as catalog_mod
 from scriptorium.memory import stage as stage_mod
 from scriptorium.memory import transaction as tx_mod
@@ -226,7 +227,7 @@ def test_a_commit_packs_the_history_once_its_loose_objects_are_big(ws, monkeypat
 def test_small_commits_pack_every_few_commits(ws, monkeypatch):
     """A packing costs a git run: small writes pay it once per PACK_EVERY commits."""
     monkeypatch.setattr(directory_mod, "PACK_EVERY", 3)
-    (ws.runtime_dir / "history-commits").write_text("0 0\n")
+    (ws.root / ".git" / UNPACKED_NAME).write_text("0\n")
     for k in range(3):
         append_paragraph(ws, f"topics/area-{k}/t{k}.md", f"Fact {k}.", ws.ids[FILES + k])
         assert (loose_objects(ws) == 0) == (k == 2)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+from scriptorium.gitrepo import UNPACKED_NAME
+
 
 def git(sdir, *args) -> str:
     return subprocess.run(["git", *args], cwd=sdir, capture_output=True, text=True,
@@ -88,10 +90,10 @@ def test_a_sessions_history_is_packed_every_pack_every_commits(gstore, monkeypat
     turn(0)  # init + the first commit (1 of 3)
     turn(1)  # 2 of 3
     assert loose() > 0
-    assert (sdir / ".git" / commits.UNPACKED_NAME).read_text() == "2\n"
+    assert (sdir / ".git" / UNPACKED_NAME).read_text() == "2\n"
     turn(2, type(gstore).from_home(gstore.root.parent))  # another process's store adds up
     assert loose() == 0
-    assert (sdir / ".git" / commits.UNPACKED_NAME).read_text() == "0\n"
+    assert (sdir / ".git" / UNPACKED_NAME).read_text() == "0\n"
     assert [c["message"] for c in gstore.git_log("s1")][:3] == ["turn: q2", "turn: q1",
                                                                "turn: q0"]
     assert subprocess.run(["git", "fsck", "--no-progress"], cwd=sdir).returncode == 0
@@ -125,5 +127,5 @@ def test_a_failed_packing_keeps_the_commit_and_says_so(gstore, monkeypatch):
     sdir = gstore.root / "s1"
     gstore.append_message("s1", {"id": "u2", "role": "user", "content": "q2"})
     assert not gstore.add("s1", {"id": "a2", "role": "assistant", "content": "a2"}).warnings
-    assert (sdir / ".git" / commits.UNPACKED_NAME).read_text() == "0\n"
+    assert (sdir / ".git" / UNPACKED_NAME).read_text() == "0\n"
     assert git(sdir, "count-objects").startswith("0 objects")

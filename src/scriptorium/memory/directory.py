@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ..errors import ConcurrentUpdate, InvalidInput, ScriptoriumError
 from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_text, refuse_symlink,
                       regular_files, safe_join)
-from ..gitrepo import GitDamaged, GitRepo
+from ..gitrepo import GitDamaged, GitRepo, PackPolicy
 from .failures import BlockedBranches
 from .sources import SourceArchive
 from .topics import Block, TopicDoc, parse_topic_bytes
@@ -365,7 +365,7 @@ class WorkspaceDir:
         another process archived) is staged by this object's first commit, by every
         ``FULL_STAGE_EVERY``-th commit and by the commit after a failed one. The commit
         stands even when packing it fails (see :meth:`_pack_if_due`)."""
-        since_pack, since_full = self._history_counts()
+        since_full = self._history_count()
         full = not self._history_synced or since_full + 1 >= FULL_STAGE_EVERY
         self._history_synced = False
         if full:
@@ -375,25 +375,23 @@ class WorkspaceDir:
         self.sources.written.clear()
         self._history_synced = True
         if sha:
-            since_pack = self._pack_if_due(since_pack + 1)
-            self._save_history_counts(since_pack, 0 if full else since_full + 1)
+            self._pack_if_due()
+            atomic_write_text(self.runtime_dir / "history-commits",
+                              f"{0 if full else since_full + 1}\n", durable=False)
         return sha
 
-    def _history_counts(self) -> tuple[int, int]:
-        """(commits since the last packing, commits since the last full staging)."""
+    def _history_count(self) -> int:
+        """Commits since the last full staging (the last number of ``history-commits``:
+        an older version wrote the commits since packing before it, now counted in .git)."""
         try:
             text = (self.runtime_dir / "history-commits").read_text(encoding="ascii").split()
-            return int(text[0]), int(text[1]) if len(text) > 1 else 0
+            return int(text[-1])
         except (OSError, ValueError, IndexError):
-            return 0, 0
+            return 0
 
-    def _save_history_counts(self, since_pack: int, since_full: int) -> None:
-        atomic_write_text(self.runtime_dir / "history-commits", f"{since_pack} {since_full}\n",
-                          durable=False)
-
-    def _pack_if_due(self, since_pack: int) -> int:
-        """Keep the git history about as big as the text it holds (caller holds the lock);
-        returns the commits since the last packing, ``since_pack`` counting this one.
+    def _pack_if_due(self) -> None:
+        """Keep the git history about as big as the text it holds (caller holds the lock),
+        by the packing policy session histories share (:meth:`GitRepo.pack_if_due`).
 
         Git stores each commit's changed files whole (compressed) until they are packed as
         deltas: a topic or an archive file that grows by a batch per write, and the tree of
@@ -405,14 +403,11 @@ class WorkspaceDir:
         git run of tens of ms, is paid for many of them). A pack holds the first version of
         each of its objects whole; the merges turn the versions in recent packs into
         deltas. A failed packing is logged; the commit stands and the next one packs."""
-        if since_pack >= PACK_EVERY or self.git.loose_bytes() >= PACK_LOOSE_BYTES:
-            try:
-                self.git.repack()
-                return 0
-            except (ScriptoriumError, OSError) as exc:
-                log.warning("memory history committed but not packed (%s); the next commit "
-                            "packs it", exc)
-        return since_pack
+        try:
+            self.git.pack_if_due(PackPolicy(every=PACK_EVERY, loose_bytes=PACK_LOOSE_BYTES))
+        except (ScriptoriumError, OSError) as exc:
+            log.warning("memory history committed but not packed (%s); the next commit "
+                        "packs it", exc)
 
     # -- revision -------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import InvalidInput, ScriptoriumError
 from ..fsutil import atomic_write_text
-from ..gitrepo import GitRepo
+from ..gitrepo import GitRepo, PackPolicy
 from .index import SessionIndex
 from .node import Node
 from .nodefiles import LOCK_NAME
@@ -19,7 +19,6 @@ from .ops import Op
 GITIGNORE = f"{LOCK_NAME}\n*.tmp\nlarge_nodes/\nfile_backups/\n"
 FULL_STAGE_EVERY = 64  # commits between two full ``git add -A`` (amortised)
 PACK_EVERY = 32  # commits between two packings of the session's history (amortised)
-UNPACKED_NAME = "scriptorium-unpacked"  # in .git: commits made since the last packing
 
 
 class CommitOps:
@@ -75,19 +74,13 @@ class CommitOps:
 
     @staticmethod
     def _maybe_pack(repo: GitRepo) -> None:
-        """Pack the loose objects every PACK_EVERY commits (counted in ``.git``, so short
-        processes add up). A turn's commit writes the whole ``history/`` tree anew (the flat
-        layout of DESIGN §3), stored loose and undeflated: at 10,000 nodes about 0.5 MB a
-        commit, which a packing turns into deltas of a few hundred bytes."""
-        counter = repo.gitdir / UNPACKED_NAME
-        try:
-            count = int(counter.read_text(encoding="ascii")) + 1
-        except (OSError, ValueError):
-            count = 1
-        if count >= PACK_EVERY:
-            repo.repack(quick=True)  # on failure the count stays due: the next commit retries
-            count = 0
-        atomic_write_text(counter, f"{count}\n", durable=False)
+        """Pack the loose objects every PACK_EVERY commits (the policy memory's history
+        shares, :meth:`GitRepo.pack_if_due`). A turn's commit writes the whole ``history/``
+        tree anew (the flat layout of DESIGN §3), stored loose and undeflated: at 10,000
+        nodes about 0.5 MB a commit, which a packing turns into deltas of a few hundred
+        bytes. So the loose size is not a trigger here (it would pack every commit of a big
+        session), and the packing is the quick one."""
+        repo.pack_if_due(PackPolicy(every=PACK_EVERY, quick=True))
 
     def _maybe_commit(self, op: Op, node: Node,
                       commit: bool | None) -> str | None:
