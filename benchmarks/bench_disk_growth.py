@@ -42,12 +42,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from claim_write import CLAIM_WRITE
 from workspaces import CHILD_HELPERS, baseline_src, copy_workspace, load, ours_src
 
 BASELINE = "293a2ab"  # main before issue 12's disk work (pack every 20 commits)
+IDX_ENTRY = 28  # bytes a packed object costs in the pack's .idx: its sha, crc and offset
 
 CHILD = r'''
-import json, os, resource, sqlite3, subprocess, sys, time
+import json, os, resource, sqlite3, subprocess, sys, tempfile, time
 from pathlib import Path
 from scriptorium.config import load_settings
 from scriptorium.memory.search import search
@@ -58,18 +60,39 @@ turns, batch = int(sys.argv[4]), int(sys.argv[5])
 mem = Memory(home, settings=load_settings(home, {"trigger_tokens": batch}))
 ws = mem.workspace
 
-''' + CHILD_HELPERS + r'''
+''' + CHILD_HELPERS + CLAIM_WRITE + r'''
 def index():
+    # the main file once the WAL is folded in and emptied (the -shm file is a fixed 32 kB)
     con = sqlite3.connect(ws.runtime_dir / "search.sqlite")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     held = con.execute("SELECT sum(pgsize - unused) FROM dbstat").fetchone()[0]
+    free = con.execute("PRAGMA freelist_count").fetchone()[0] * \
+        con.execute("PRAGMA page_size").fetchone()[0]
     con.close()
-    files = sum(os.path.getsize(ws.runtime_dir / n) for n in os.listdir(ws.runtime_dir)
-                if n.startswith("search.sqlite"))
-    return files, held
+    return os.path.getsize(ws.runtime_dir / "search.sqlite"), held, free
+
+def git(*args):
+    return subprocess.run(["git", *args], cwd=ws.root, capture_output=True, text=True,
+                          check=True).stdout
+
+def packed_by_type(rev):
+    # every object reachable from ``rev`` packed into one pack as ``git repack -a -d`` would:
+    # bytes in the pack per object type (a delta's size when stored as one), and how many
+    # objects (each also costs an entry in the .idx)
+    with tempfile.TemporaryDirectory() as tmp:
+        name = subprocess.run(["git", "pack-objects", "-q", "--revs", f"{tmp}/p"], cwd=ws.root,
+                              input=rev + "\n", capture_output=True, text=True,
+                              check=True).stdout.strip()
+        listed = git("verify-pack", "-v", f"{tmp}/p-{name}.idx")
+    kinds = {}
+    for line in listed.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[1] in ("blob", "tree", "commit", "tag"):
+            n, total = kinds.get(parts[1], (0, 0))
+            kinds[parts[1]] = (n + 1, total + int(parts[3]))
+    return kinds
 
 topic_files = sorted(p.relative_to(ws.root).as_posix() for p in ws.topics_dir.rglob("*.md"))
-claim_sid = "openprogram/s-0/n0"
 
 def write(i):
     if kind == "batch":
@@ -77,21 +100,15 @@ def write(i):
         result = mem.write_session(f"w{i}")
         assert result.failure is None and len(result.marked) == turns, result.failure
         return
-    rel = topic_files[(i * 7919) % len(topic_files)]
-    with ws.begin(allowed_sources=[claim_sid]) as tx:
-        path = tx.stage / rel
-        path.write_text(path.read_text() + f"\nA new paragraph marker{i}x about the kiln and "
-                        f"its glaze, fired on day {i}.[^e1]\n\n"
-                        f"[^e1]: Time: `2026-09-01`; Sources: [new]({claim_sid})\n")
-        assert tx.commit("bench: write").changed_files == [rel]
+    claim_write(ws, claim_topic(topic_files, i), i)
 
 search(ws, "kiln")  # the index, built
 write(-1)  # the first write of the process (catalog, stage) is not measured
 def commits():
-    return int(subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=ws.root,
-                              capture_output=True, text=True, check=True).stdout)
-topics0, sources0, git0, (idx0, held0), commits0 = (size(ws.topics_dir), size(ws.sources_dir),
-                                                   size(ws.root / ".git"), index(), commits())
+    return int(git("rev-list", "--count", "HEAD"))
+topics0, sources0, git0, (idx0, held0, _), commits0 = (
+    size(ws.topics_dir), size(ws.sources_dir), size(ws.root / ".git"), index(), commits())
+base = git("rev-parse", "HEAD").strip()
 spent = 0.0
 for i in range(writes):
     c0 = cpu()
@@ -99,18 +116,21 @@ for i in range(writes):
     spent += cpu() - c0
     n = i + 1
     if n & (n - 1) == 0 or n == writes:
-        idx, held = index()
+        idx, held, free = index()
         print(json.dumps({"writes": n, "topics": size(ws.topics_dir) - topics0,
                           "sources": size(ws.sources_dir) - sources0,
                           "git": size(ws.root / ".git") - git0, "index": idx - idx0,
-                          "held": held - held0, "cpu_ms": spent * 1000 / n,
+                          "held": held - held0, "free": free, "cpu_ms": spent * 1000 / n,
                           "commits": commits() - commits0}), flush=True)
-subprocess.run(["git", "repack", "-a", "-d", "-q"], cwd=ws.root, check=True)
-print(json.dumps({"packed": size(ws.root / ".git") - git0}), flush=True)
+git("repack", "-a", "-d", "-q")
+after, before = packed_by_type("HEAD"), packed_by_type(base)
+print(json.dumps({"packed": size(ws.root / ".git") - git0,
+                  "objects": {k: (n - before.get(k, (0, 0))[0], b - before.get(k, (0, 0))[1])
+                              for k, (n, b) in after.items()}}), flush=True)
 '''
 
 
-def run(src: Path, args: argparse.Namespace) -> tuple[list[dict], int]:
+def run(src: Path, args: argparse.Namespace) -> tuple[list[dict], dict]:
     with tempfile.TemporaryDirectory(prefix="bench-disk-") as tmp:
         home = Path(tmp)
         copy_workspace(args.size, home / "memory", packed=True)
@@ -121,11 +141,16 @@ def run(src: Path, args: argparse.Namespace) -> tuple[list[dict], int]:
         if proc.returncode != 0:
             raise SystemExit(proc.stderr)
         rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        return rows[:-1], rows[-1]["packed"]
+        return rows[:-1], rows[-1]
 
 
 def ratio(a: int, b: int) -> str:
     return f"{a / b:.2f}" if b > 0 else "–"
+
+
+def index_cell(row: dict) -> str:
+    return (f"{ratio(row['index'], row['topics'])} ({ratio(row['held'], row['topics'])}; "
+            f"{row['free'] / 1e3:.0f})")
 
 
 def main() -> None:
@@ -146,10 +171,14 @@ def main() -> None:
     at_ours = load()
     sides["baseline"] = run(baseline_src(args.baseline_rev), args)
     print("Ratios: growth ÷ text the writes added (cumulative since the first measured "
-          "write); index = file after a WAL checkpoint (bytes held by its pages)\n")
+          "write). git counts every file under .git; the text a write adds to the home is its "
+          "topic text and the evidence it archives (sources), and the history holds both, so "
+          "git is divided by both (and by topics alone, the ratio printed before). The index "
+          "indexes topics only: its main file after a WAL checkpoint (TRUNCATE), in whole 4 kB "
+          "pages, then the bytes its pages hold (dbstat) and the free pages it keeps.\n")
     print("| writes | text added (topics + sources) | git ÷ (topics + sources): ours / "
-          "baseline | git ÷ topics: ours / baseline | index ÷ topics: ours / baseline "
-          "| CPU ms per write: ours / baseline |")
+          "baseline | git ÷ topics: ours / baseline | index file ÷ topics (held ÷ topics; "
+          "free kB): ours / baseline | CPU ms per write: ours / baseline |")
     print("|---|---|---|---|---|---|")
     ours, base = sides["ours"][0], sides["baseline"][0]
     for o, b in zip(ours, base):
@@ -157,14 +186,24 @@ def main() -> None:
         print(f"| {o['writes']} | {o['topics'] / 1e3:.1f} + {o['sources'] / 1e3:.1f} kB "
               f"| {ratio(o['git'], text)} / {ratio(b['git'], b['topics'] + b['sources'])} "
               f"| {ratio(o['git'], o['topics'])} / {ratio(b['git'], b['topics'])} "
-              f"| {ratio(o['index'], o['topics'])} ({ratio(o['held'], o['topics'])}) / "
-              f"{ratio(b['index'], b['topics'])} ({ratio(b['held'], b['topics'])}) "
+              f"| {index_cell(o)} / {index_cell(b)} "
               f"| {o['cpu_ms']:.0f} / {b['cpu_ms']:.0f} |")
     last_o, last_b = ours[-1], base[-1]
     print(f"\nafter `git repack -a -d` (the floor): git ÷ (topics + sources) "
-          f"{ratio(sides['ours'][1], last_o['topics'] + last_o['sources'])} / "
-          f"{ratio(sides['baseline'][1], last_b['topics'] + last_b['sources'])}")
+          f"{ratio(sides['ours'][1]['packed'], last_o['topics'] + last_o['sources'])} / "
+          f"{ratio(sides['baseline'][1]['packed'], last_b['topics'] + last_b['sources'])}")
     print(f"commits made by the measured writes: {last_o['commits']} / {last_b['commits']}")
+    for name, (rows, end) in sides.items():
+        per = max(rows[-1]["commits"], 1)
+        text = (rows[-1]["topics"] + rows[-1]["sources"]) / per
+        kinds = end["objects"]
+        parts = ", ".join(f"{kind} {total / per:.0f} B ({n / per:.1f} objects)"
+                          for kind, (n, total) in sorted(kinds.items()))
+        entries = sum(n for n, _ in kinds.values()) * IDX_ENTRY / per
+        fixed = sum(total for kind, (_, total) in kinds.items() if kind != "blob") / per
+        print(f"{name}, all history in one pack, what a commit added: {parts}; .idx entries {entries:.0f} B; text "
+              f"{text:.0f} B: commit + trees + .idx = {(fixed + entries) / text:.2f}x the text, "
+              f"all = {(fixed + entries + kinds.get('blob', (0, 0))[1] / per) / text:.2f}x")
     print(f"load average after ours {at_ours}; at end {load()}")
 
 

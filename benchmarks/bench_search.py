@@ -44,6 +44,7 @@ from pathlib import Path
 from scriptorium.memory.search.documents import claim_documents
 from scriptorium.memory.topics import parse_topic
 
+from claim_write import CLAIM_WRITE
 from topic_gen import vocabulary
 from workspaces import baseline_src, cached_workspace, copy_workspace, load, ours_src
 
@@ -102,7 +103,7 @@ attach(ws)
 
 def ms(fn, *a, **k):
     t0 = time.perf_counter(); fn(*a, **k); return (time.perf_counter() - t0) * 1000
-
+""" + CLAIM_WRITE + r"""
 def index_bytes(stored=False):
     # the index files after folding the WAL in; stored: the bytes its pages hold (SQLite's
     # dbstat: page size less unused space), as the file grows by whole pages and a page split
@@ -130,17 +131,11 @@ built, held, text = index_bytes(), index_bytes(stored=True), topic_bytes()
 top5 = [[h.to_dict() for h in search(ws, q, top_k=5)] for q in queries]
 warm = sorted(ms(search, ws, q) for q in queries for _ in range(2))
 topic_files = sorted(p.relative_to(root).as_posix() for p in (root / "topics").rglob("*.md"))
-sid = "openprogram/s-0/n0"
 after, write_s = [], []
 for i in range(writes):
-    rel = topic_files[(i * 7919) % len(topic_files)]
+    rel = claim_topic(topic_files, i)
     t0 = time.perf_counter()
-    with ws.begin(allowed_sources=[sid]) as tx:
-        path = tx.stage / rel
-        path.write_text(path.read_text() + f"\nA new paragraph marker{i}x about the kiln and "
-                        f"its glaze, fired on day {i}.[^e1]\n\n"
-                        f"[^e1]: Time: `2026-09-01`; Sources: [new]({sid})\n")
-        assert tx.commit("bench: write").changed_files == [rel]
+    claim_write(ws, rel, i)
     write_s.append(time.perf_counter() - t0)
     q = queries[i % len(queries)]
     after.append(ms(search, ws, q))

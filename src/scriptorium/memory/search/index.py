@@ -47,17 +47,18 @@ from ..sources import SourceArchive
 from ..directory import read_generation
 from ..topics import TopicDoc
 from .documents import TOP, Document, file_documents, kind_of, logical_path
-from .rows import TABLES, Rows
+from .rows import TABLES, Rows, file_ranges
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "6"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
+SCHEMA_VERSION = "7"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
 # speakers of the turns they cite; 4: each path stored once per document (``file`` and
 # ``logical`` computed), dates keyed by document without a rowid; 5: paths and headings
 # stored once (a number per document, see rows.py), ``docs`` a view; 6: date ranges as
-# numbers (rows.day_number), free pages given back (auto_vacuum incremental)
+# numbers (rows.day_number), free pages given back (auto_vacuum incremental); 7: a file's
+# documents listed as id ranges in its row (rows.id_ranges), no index on doc_rows(file)
 # A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
 # rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
@@ -504,6 +505,24 @@ class SearchIndex:
             rows.conn.execute("DELETE FROM files WHERE id=?", (found[0],))
 
     # -- reading --------------------------------------------------------------------------
+
+    def replacer_rows(self, mark: str, doc_ids: list[int]) -> list[dict[str, Any]]:
+        """The claims holding ``mark`` in the topics of ``doc_ids``, in file order (path,
+        line, claim): what :mod:`.supersession` asks of either index. A file's documents are
+        found by the id ranges its row lists (there is no index on their file)."""
+        with self._lock:
+            conn = self.connection()
+            marks = ",".join("?" * len(doc_ids))
+            files = [r[0] for r in conn.execute(
+                f"SELECT DISTINCT file FROM doc_rows WHERE id IN ({marks})", list(doc_ids))]
+            found: list[dict[str, Any]] = []
+            for file in files:
+                for first, last in file_ranges(conn, file):
+                    found += self.rows(
+                        "SELECT d.id, d.path, d.line, d.claim, d.text, d.sources FROM docs d "
+                        "WHERE d.id BETWEEN ? AND ? AND d.kind = 'claim' "
+                        "AND instr(d.text, ?) > 0", (first, last, mark))
+            return sorted(found, key=lambda r: (r["path"], r["line"], r["claim"]))
 
     def write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """One write transaction of ``executemany`` (the embedding vector cache)."""

@@ -2,7 +2,10 @@
 
 A document's row (``doc_rows``) holds what a hit shows and what filters test; its file's path
 and its headings, which every claim of a file (of a section) repeats, are a number into
-``files`` and into ``heading_sets``. The ``docs`` view joins them back, so readers see one
+``files`` and into ``heading_sets``. Which documents a file has is a short list of id ranges
+in its ``files`` row (:func:`id_ranges`), not an index on ``doc_rows(file)``: such an index
+takes a write's new entries in the middle of its pages, and a full page split in two costs a
+whole page (4 kB) for a one-claim write, until every page has been split once. The ``docs`` view joins them back, so readers see one
 row per document with ``path``, ``headings``, ``file`` and ``logical`` as before. A write
 that adds a claim then adds the claim's text, its terms and a few numbers, not its path and
 headings again (the index grows with the text written, issue 12).
@@ -37,14 +40,13 @@ CREATE TABLE IF NOT EXISTS files(
     id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, legacy TEXT, kind TEXT NOT NULL,
     mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
     ino INTEGER NOT NULL, sha TEXT NOT NULL, checked_ns INTEGER NOT NULL,
-    unresolved INTEGER NOT NULL DEFAULT 0);
+    unresolved INTEGER NOT NULL DEFAULT 0, docs TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS heading_sets(id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS doc_rows(
     id INTEGER PRIMARY KEY, kind TEXT NOT NULL, file INTEGER NOT NULL, line INTEGER NOT NULL,
     block_id TEXT, claim INTEGER NOT NULL, text TEXT NOT NULL, head INTEGER NOT NULL,
     dates TEXT NOT NULL, sources TEXT NOT NULL, source_id TEXT, version TEXT NOT NULL,
     speakers TEXT NOT NULL, speaker TEXT NOT NULL, trusted INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS doc_rows_file ON doc_rows(file);
 CREATE INDEX IF NOT EXISTS doc_rows_source ON doc_rows(source_id) WHERE source_id IS NOT NULL;
 CREATE VIEW IF NOT EXISTS docs AS SELECT
     r.id AS id, r.kind AS kind, f.path AS path, f.legacy AS legacy, r.line AS line,
@@ -64,6 +66,42 @@ def day_number(day: str) -> int:
     day's number less the first's (0 for one day: SQLite stores a 0 in no bytes), so a range
     costs a few bytes a document (doc_dates is a row per claim, issue 12)."""
     return int(day[:4]) * 10000 + int(day[5:7]) * 100 + int(day[8:10])
+
+
+def id_ranges(ids: list[int]) -> str:
+    """Sorted document ids as the runs of consecutive ids they make, each written as its
+    distance from the end of the run before it (the first: its id) and ``+n`` for the n ids
+    after its first: a file's documents, inserted together by a build, are one short run,
+    and a write that adds a claim adds a few characters (``files.docs``)."""
+    out: list[str] = []
+    end = 0
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(f"{ids[i] - end}+{j - i}" if j > i else f"{ids[i] - end}")
+        end = ids[j]
+        i = j + 1
+    return " ".join(out)
+
+
+def ranges_of(text: str) -> list[tuple[int, int]]:
+    """:func:`id_ranges` read back: (first id, last id) of each run."""
+    out: list[tuple[int, int]] = []
+    end = 0
+    for run in text.split():
+        gap, _, more = run.partition("+")
+        first = end + int(gap)
+        end = first + (int(more) if more else 0)
+        out.append((first, end))
+    return out
+
+
+def file_ranges(conn: sqlite3.Connection, file: int) -> list[tuple[int, int]]:
+    """(first id, last id) of each run of the documents of the file numbered ``file``."""
+    found = conn.execute("SELECT docs FROM files WHERE id=?", (file,)).fetchone()
+    return ranges_of(found[0]) if found else []
 
 _JSON_ESCAPES = re.compile(r'[\x00-\x1f"\\]')
 
@@ -130,9 +168,10 @@ class Rows:
         return (values[0], file, *values[3:7], self._head(values[7]), *values[8:])
 
     def add(self, file: int, docs: list[Document],
-            fields: list[Values] | None = None) -> None:
+            fields: list[Values] | None = None) -> list[int]:
         """Insert ``docs`` of the file numbered ``file`` (``fields``: their FTS values, when
-        the caller has them already)."""
+        the caller has them already); returns their ids."""
+        first = self.next_id
         for n, doc in enumerate(docs):
             doc_id = self.next_id
             self.next_id += 1
@@ -142,6 +181,7 @@ class Rows:
                               for lo, hi in doc.ranges)
         if len(self.rows) >= self.FLUSH_AT:
             self.flush()
+        return list(range(first, self.next_id))
 
     def flush(self) -> None:
         self.conn.executemany(self._DOCS, self.rows)
@@ -151,9 +191,15 @@ class Rows:
 
     def old(self, file: int) -> dict[int, Values]:
         """id -> the ``docs`` row (``ROW_COLUMNS``) of each document of the file ``file``."""
-        return {r[0]: tuple(r[1:]) for r in self.conn.execute(
-            f"SELECT id, {ROW_COLUMNS} FROM docs WHERE id IN "
-            "(SELECT id FROM doc_rows WHERE file=?)", (file,))}
+        out: dict[int, Values] = {}
+        for first, last in file_ranges(self.conn, file):
+            out.update((r[0], tuple(r[1:])) for r in self.conn.execute(
+                f"SELECT id, {ROW_COLUMNS} FROM docs WHERE id BETWEEN ? AND ?", (first, last)))
+        return out
+
+    def set_ids(self, file: int, ids: list[int]) -> None:
+        """Record that the file numbered ``file`` holds the documents ``ids`` (sorted)."""
+        self.conn.execute("UPDATE files SET docs=? WHERE id=?", (id_ranges(ids), file))
 
     def delete(self, old: dict[int, Values]) -> None:
         """Remove documents from doc_rows, doc_dates and the contentless FTS table (which is
@@ -171,8 +217,9 @@ class Rows:
         file's again)."""
         old = self.old(file) if known else {}
         if not old:  # a new file (every file of a build): nothing to compare with
-            self.add(file, docs)
+            self.set_ids(file, self.add(file, docs))
             return
+        ids: list[int] = []
         by_fields: dict[Values, list[int]] = {}
         for doc_id, values in old.items():
             by_fields.setdefault(row_fields(values), []).append(doc_id)
@@ -180,12 +227,14 @@ class Rows:
             fields = doc.fields()
             same = by_fields.get(fields)
             if not same:
-                self.add(file, [doc], [fields])
+                ids += self.add(file, [doc], [fields])
                 continue
             doc_id = same.pop(0)
+            ids.append(doc_id)
             values = row(doc)
             if old.pop(doc_id) != values:
                 self.conn.execute(f"UPDATE doc_rows SET ({_STORED}) = "
                                   f"({','.join('?' * 14)}) WHERE id=?",
                                   (*self._stored(file, values), doc_id))
         self.delete(old)
+        self.set_ids(file, sorted(ids))

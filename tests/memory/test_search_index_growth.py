@@ -1,0 +1,83 @@
+"""What a small write adds to the search index file (sizes and page counts, never speed): a
+claim written into a topic anywhere in the index adds rows at the end of the tables that grow
+by appending, and splits no page in the middle of any other."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scriptorium.memory.search import SearchIndex, search
+from scriptorium.memory.search.rows import id_ranges, ranges_of
+from scriptorium.memory.workspace import Workspace
+
+from search_support import archive, open_ws, write_paragraphs
+
+TS = "2026-08-01T10:00:00+00:00"
+# Tables whose new rows go after every row they hold (rowid or segment id order): a write
+# adds pages at their end only. Every other b-tree must keep its page count.
+APPENDED = {"doc_rows", "doc_dates", "fts_docsize", "fts_data", "fts_idx"}
+
+
+def claims(n: int, count: int):
+    return [[(f"Claim {c} of topic {n} about glaze {c % 7}.", ["openprogram/s/n0"],
+              "2026-08-01")] for c in range(count)]
+
+
+def built(root: Path, files: int, count: int) -> Workspace:
+    """``files`` topics of ``count`` claims, indexed by one bulk build (its b-tree pages
+    full, as a big index's are)."""
+    ws = open_ws(root)
+    archive(ws, [("s", "n0", "user", "turn 0", TS)])
+    for n in range(files):
+        write_paragraphs(ws, f"topics/t{n}.md", claims(n, count))
+    SearchIndex.of(ws).rebuild()
+    return ws
+
+
+def pages(ws: Workspace) -> dict[str, int]:
+    con = sqlite3.connect(ws.runtime_dir / "search.sqlite")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    out = dict(con.execute("SELECT name, count(*) FROM dbstat GROUP BY name").fetchall())
+    con.close()
+    return out
+
+
+def test_claims_written_into_topics_in_the_middle_of_the_index_split_no_page_of_it(tmp_path):
+    """(An index on ``doc_rows(file)`` took each such claim inside one of its full pages:
+    with its neighbours full too, SQLite split it, a new 4 kB page for a one-claim write.)"""
+    ws = built(tmp_path / "memory", 12, 300)  # a few thousand claims: several full pages
+    before = pages(ws)
+    for n in (1, 2, 3):
+        write_paragraphs(ws, f"topics/t{n}.md", claims(n, 301))
+    assert [h.path for h in search(ws, "claim 300 topic 2")][:1] == ["topics/t2.md"]
+    after = pages(ws)
+    grown = {name: after[name] - before.get(name, 0) for name in after
+             if name not in APPENDED and after[name] != before.get(name, 0)}
+    assert grown == {}
+
+
+def test_a_file_lists_its_documents_and_a_rewrite_keeps_the_unchanged_ones(tmp_path):
+    ws = built(tmp_path / "memory", 6, 20)
+    index = SearchIndex.of(ws)
+    (docs,) = index.rows("SELECT docs FROM files WHERE path='topics/t4.md'")[0].values()
+    first, last = ranges_of(docs)[0]
+    assert ranges_of(docs) == [(first, first + 19)]  # a build's file: one run
+    write_paragraphs(ws, "topics/t4.md", claims(4, 21))
+    (docs,) = index.rows("SELECT docs FROM files WHERE path='topics/t4.md'")[0].values()
+    runs = ranges_of(docs)
+    assert runs[0] == (first, last) and len(runs) == 2 and runs[1][0] == runs[1][1] > last
+    held = {r["id"] for r in index.rows("SELECT id FROM doc_rows WHERE file=(SELECT id FROM "
+                                        "files WHERE path='topics/t4.md')")}
+    assert held == {i for a, b in runs for i in range(a, b + 1)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=5000)))
+def test_a_files_id_list_reads_back_as_the_ids_it_was_made_from(ids):
+    text = id_ranges(sorted(ids))
+    assert {i for a, b in ranges_of(text) for i in range(a, b + 1)} == ids
+    assert len(ranges_of(text)) <= len(ids)
