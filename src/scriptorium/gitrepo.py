@@ -29,9 +29,16 @@ from .fsutil import atomic_write_text
 # Variables that would point git somewhere else than the repository we name.
 _ENV_KEEP_OUT = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                  "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
-                 "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+                 "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+                 "GIT_CONFIG_COUNT")
 INIT_PREFIX = ".git-init-"  # a repository being created, renamed to .git when complete
 UNPACKED_NAME = "scriptorium-unpacked"  # in .git: commits made since the last packing
+# Every git we run writes no reflog: two lines a commit (about 350 bytes, more than the text
+# of a small write) that only ``git gc`` would ever expire, and we never run it. Our histories
+# only move forward (a commit on top of HEAD), so every commit a reflog would name is
+# reachable from HEAD anyway.
+_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.logAllRefUpdates",
+           "GIT_CONFIG_VALUE_0": "false"}
 
 
 @dataclass(frozen=True)
@@ -88,8 +95,10 @@ class GitRepo:
     def _run(self, args: Sequence[str], check: bool = True,
              gitdir: Path | None = None) -> subprocess.CompletedProcess[str]:
         """Run git on this repository only: never one found by searching upward."""
-        env = {k: v for k, v in os.environ.items() if k not in _ENV_KEEP_OUT}
+        env = {k: v for k, v in os.environ.items() if k not in _ENV_KEEP_OUT
+               and not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))}
         env.setdefault("GIT_CONFIG_NOSYSTEM", "1")
+        env.update(_CONFIG)
         work_tree = os.path.abspath(self.path)
         # absolute: git runs with cwd = the work tree, so a relative home would point elsewhere
         env["GIT_DIR"] = os.path.abspath(gitdir if gitdir is not None else self.gitdir)
@@ -286,6 +295,9 @@ class GitRepo:
                                         and self.loose_bytes() >= policy.loose_bytes)
         if due:
             self.repack(quick=policy.quick)  # raises: the count is not reset, still due
+            # A history made before reflogs were turned off still appends to the reflog
+            # files it has (git writes one that exists): they go, and none is made again.
+            shutil.rmtree(self.gitdir / "logs", ignore_errors=True)
             count = 0
         atomic_write_text(counter, f"{count}\n", durable=False)
         return due

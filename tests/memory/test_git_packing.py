@@ -100,3 +100,28 @@ def test_memory_and_session_histories_pack_by_the_one_policy(tmp_path, monkeypat
                                  loose_bytes=directory_mod.PACK_LOOSE_BYTES)) in seen
     assert ("s1", PackPolicy(every=commits_mod.PACK_EVERY, quick=True)) in seen
     assert (tmp_path / "memory" / ".git" / UNPACKED_NAME).is_file()  # counted in .git
+
+
+def test_commits_write_no_reflog(repo):
+    """A reflog is two lines a commit (about 350 bytes, more than a one-claim write's text)
+    that nothing here ever expires; every commit it would name is reachable from HEAD."""
+    commit(repo, 0)
+    (repo.path / "g.txt").write_text("porcelain\n")
+    assert repo.commit_all("by add -A") is not None
+    assert not (repo.gitdir / "logs").exists()
+    assert [c["message"] for c in repo.log()] == ["by add -A", "c0", "init"]
+
+
+def test_a_history_made_with_reflogs_drops_them_at_its_next_packing(tmp_path):
+    path = tmp_path / "old"
+    path.mkdir()
+    for args in (["init", "-q"], ["config", "user.name", "a"], ["config", "user.email", "a@a"],
+                 ["commit", "-q", "--allow-empty", "-m", "old"]):
+        subprocess.run(["git", *args], cwd=path, check=True)
+    repo = GitRepo(path)
+    assert (repo.gitdir / "logs" / "HEAD").is_file()  # as git init made it
+    commit(repo, 0)
+    assert repo.pack_if_due(PackPolicy(every=1)) is True
+    assert not (repo.gitdir / "logs").exists()
+    commit(repo, 1)
+    assert not (repo.gitdir / "logs").exists() and len(repo.log()) == 3
