@@ -47,7 +47,7 @@ from ..sources import SourceArchive
 from ..directory import read_generation
 from ..topics import TopicDoc
 from .documents import TOP, Document, file_documents, kind_of, logical_path
-from .rows import TABLES, Rows, file_ranges
+from .rows import KINDS, TABLES, Rows, file_ranges
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,8 @@ SCHEMA_VERSION = "7"  # 2: contentless FTS (text stored once, in docs); 3: claim
 # ``logical`` computed), dates keyed by document without a rowid; 5: paths and headings
 # stored once (a number per document, see rows.py), ``docs`` a view; 6: date ranges as
 # numbers (rows.day_number), free pages given back (auto_vacuum incremental); 7: a file's
-# documents listed as id ranges in its row (rows.id_ranges), no index on doc_rows(file)
+# documents listed as id ranges in its row (rows.id_ranges), no index on doc_rows(file); a
+# document's kind a number, its dates, sources and speakers stored compactly (rows._stored)
 # A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
 # rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
@@ -72,7 +73,7 @@ OPTIMIZE_AFTER = 1000  # documents a build must hold to be merged into one FTS s
 # Free pages a write leaves in the file (what FTS5's merges freed) beyond this many are given
 # back to the filesystem (incremental vacuum): the file stays about the size of what it holds
 # without moving pages on every small write.
-FREE_PAGES_KEPT = 64
+FREE_PAGES_KEPT = 16
 AUTOMERGE = 4  # FTS5's own default: small writes' segments are merged four at a time
 
 _SCHEMA = """
@@ -371,7 +372,8 @@ class SearchIndex:
         conn = self.connection()
         if kind is None:
             return conn.execute("SELECT count(*) FROM doc_rows").fetchone()[0]
-        return conn.execute("SELECT count(*) FROM doc_rows WHERE kind=?", (kind,)).fetchone()[0]
+        return conn.execute("SELECT count(*) FROM doc_rows WHERE kind=?",
+                            (KINDS.index(kind),)).fetchone()[0]
 
     def _indexed_kinds(self, conn: sqlite3.Connection) -> set[str]:
         row = conn.execute("SELECT value FROM meta WHERE key='kinds'").fetchone()

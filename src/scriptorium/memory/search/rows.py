@@ -35,6 +35,16 @@ ROW_COLUMNS = ("kind, path, legacy, line, block_id, claim, text, headings, dates
 _STORED = ("kind, file, line, block_id, claim, text, head, dates, sources, source_id, version, "
            "speakers, speaker, trusted")
 
+KINDS = ("claim", "source")  # a document's kind, stored as its place here (0: no byte)
+
+
+def list_json_sql(column: str) -> str:
+    """SQL giving back the JSON list of strings ``column`` stores compactly (see
+    :func:`compact_list`)."""
+    return (f"CASE WHEN {column} = '' THEN '[]' WHEN substr({column}, 1, 1) = '[' THEN "
+            f"{column} ELSE '[\"' || replace({column}, char(31), '\", \"') || '\"]' END")
+
+
 TABLES = """
 CREATE TABLE IF NOT EXISTS files(
     id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, legacy TEXT, kind TEXT NOT NULL,
@@ -43,16 +53,18 @@ CREATE TABLE IF NOT EXISTS files(
     unresolved INTEGER NOT NULL DEFAULT 0, docs TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS heading_sets(id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS doc_rows(
-    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, file INTEGER NOT NULL, line INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, file INTEGER NOT NULL, line INTEGER NOT NULL,
     block_id TEXT, claim INTEGER NOT NULL, text TEXT NOT NULL, head INTEGER NOT NULL,
     dates TEXT NOT NULL, sources TEXT NOT NULL, source_id TEXT, version TEXT NOT NULL,
     speakers TEXT NOT NULL, speaker TEXT NOT NULL, trusted INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS doc_rows_source ON doc_rows(source_id) WHERE source_id IS NOT NULL;
 CREATE VIEW IF NOT EXISTS docs AS SELECT
-    r.id AS id, r.kind AS kind, f.path AS path, f.legacy AS legacy, r.line AS line,
-    r.block_id AS block_id, r.claim AS claim, r.text AS text, h.json AS headings,
-    r.dates AS dates, r.sources AS sources, r.source_id AS source_id, r.version AS version,
-    r.speakers AS speakers, r.speaker AS speaker, r.trusted AS trusted, f.path AS file,
+    r.id AS id, CASE r.kind WHEN 0 THEN 'claim' ELSE 'source' END AS kind, f.path AS path,
+    f.legacy AS legacy, r.line AS line, r.block_id AS block_id, r.claim AS claim,
+    r.text AS text, h.json AS headings, """ + list_json_sql("r.dates") + """ AS dates,
+    """ + list_json_sql("r.sources") + """ AS sources, r.source_id AS source_id,
+    r.version AS version, CASE r.speakers WHEN '' THEN '' ELSE char(31) || r.speakers ||
+    char(31) END AS speakers, r.speaker AS speaker, r.trusted AS trusted, f.path AS file,
     coalesce(f.legacy, f.path) AS logical
     FROM doc_rows r JOIN files f ON f.id = r.file JOIN heading_sets h ON h.id = r.head;
 CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo INTEGER NOT NULL,
@@ -114,6 +126,20 @@ def _json(values: list[str]) -> str:
     return '["' + '", "'.join(values) + '"]' if values else "[]"
 
 
+def compact_list(text: str) -> str:
+    """A JSON list of strings (as :func:`_json` writes it) as ``doc_rows`` stores it: its
+    strings joined by a unit separator, without brackets and quotes (4 bytes a list, for
+    every document's dates and sources), or the JSON itself when a string needed an escape,
+    the list is ``[""]`` or its text would start with ``[`` (the view tells them apart by
+    that first character)."""
+    if text == "[]":
+        return ""
+    inner = text[2:-2]
+    if "\\" in text or not inner or inner.startswith("["):
+        return text
+    return inner.replace('", "', SPEAKER_SEP)
+
+
 def row(doc: Document) -> Values:
     """``doc`` as the ``docs`` view shows it (``ROW_COLUMNS`` order)."""
     speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
@@ -164,8 +190,12 @@ class Rows:
         return number
 
     def _stored(self, file: int, values: Values) -> Values:
-        """A ``docs`` row (``ROW_COLUMNS``) as doc_rows stores it (``_STORED``)."""
-        return (values[0], file, *values[3:7], self._head(values[7]), *values[8:])
+        """A ``docs`` row (``ROW_COLUMNS``) as doc_rows stores it (``_STORED``): the kind as
+        a number, lists compact (:func:`compact_list`), the speakers without the separators
+        around them (the view puts back all three; speaker keys are never empty)."""
+        return (KINDS.index(values[0]), file, *values[3:7], self._head(values[7]),
+                compact_list(values[8]), compact_list(values[9]), *values[10:12],
+                values[12][1:-1], *values[13:])
 
     def add(self, file: int, docs: list[Document],
             fields: list[Values] | None = None) -> list[int]:
