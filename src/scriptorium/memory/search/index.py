@@ -15,8 +15,11 @@ when sources are searched).
 A build (or any re-index) is one write transaction: documents are inserted in bulk (FTS5's
 automatic merges off while a build inserts), the archive file a footnote points into is parsed
 once and only what claims need of each turn is kept, and a build's FTS5 segments are merged
-into one that later small writes never rewrite. How a document is stored (a small row; its
-file's path and its headings shared) is ``rows.py``.
+into one. Small writes then add small segments that FTS5 merges geometrically (four of a
+level into one of the next); a one-claim segment holds its own copy of each term (about
+twice what the claim costs once merged), and after some hundred writes the merges reach the
+build's segment and rewrite it incrementally, a few pages a write. How a document is stored
+(a small row; its file's path and its headings shared) is ``rows.py``.
 Queries map the file (``mmap_size``) and rank the best raw BM25 matches (see ``query.py``).
 
 File timestamps have coarse granularity (a kernel tick), so a file rewritten in place within
@@ -47,7 +50,7 @@ from ..sources import SourceArchive
 from ..directory import read_generation
 from ..topics import TopicDoc
 from .documents import TOP, Document, file_documents, kind_of, logical_path
-from .rows import KINDS, TABLES, Rows, file_ranges
+from .rows import KINDS, TABLES, Rows, replacer_rows
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)
@@ -440,9 +443,10 @@ class SearchIndex:
             rows.flush()
             built = building and rows.next_id > OPTIMIZE_AFTER
             if built:
-                # A build: merge its segments into one. FTS5 puts it above the level small
-                # writes fill, so no later write rewrites it (left among them, the next
-                # merge of small segments copies the whole index inside some small write).
+                # A build: merge its segments into one, one level above the one small
+                # writes fill (left among them, the next merge of small segments would copy
+                # the whole index inside some small write; merged, only the geometric merges
+                # that reach its level, after some hundred writes, rewrite it, incrementally).
                 conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             if building:  # later writes merge their small segments as FTS5 does by default
                 conn.execute(f"INSERT INTO fts(fts, rank) VALUES ('automerge', {AUTOMERGE})")
@@ -509,22 +513,10 @@ class SearchIndex:
     # -- reading --------------------------------------------------------------------------
 
     def replacer_rows(self, mark: str, doc_ids: list[int]) -> list[dict[str, Any]]:
-        """The claims holding ``mark`` in the topics of ``doc_ids``, in file order (path,
-        line, claim): what :mod:`.supersession` asks of either index. A file's documents are
-        found by the id ranges its row lists (there is no index on their file)."""
+        """The claims holding ``mark`` in the topics of ``doc_ids``, in file order: what
+        :mod:`.supersession` asks of either index (see :func:`.rows.replacer_rows`)."""
         with self._lock:
-            conn = self.connection()
-            marks = ",".join("?" * len(doc_ids))
-            files = [r[0] for r in conn.execute(
-                f"SELECT DISTINCT file FROM doc_rows WHERE id IN ({marks})", list(doc_ids))]
-            found: list[dict[str, Any]] = []
-            for file in files:
-                for first, last in file_ranges(conn, file):
-                    found += self.rows(
-                        "SELECT d.id, d.path, d.line, d.claim, d.text, d.sources FROM docs d "
-                        "WHERE d.id BETWEEN ? AND ? AND d.kind = 'claim' "
-                        "AND instr(d.text, ?) > 0", (first, last, mark))
-            return sorted(found, key=lambda r: (r["path"], r["line"], r["claim"]))
+            return replacer_rows(self.connection(), mark, doc_ids)
 
     def write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """One write transaction of ``executemany`` (the embedding vector cache)."""

@@ -115,6 +115,22 @@ def file_ranges(conn: sqlite3.Connection, file: int) -> list[tuple[int, int]]:
     found = conn.execute("SELECT docs FROM files WHERE id=?", (file,)).fetchone()
     return ranges_of(found[0]) if found else []
 
+
+def replacer_rows(conn: sqlite3.Connection, mark: str,
+                  doc_ids: list[int]) -> list[dict[str, Any]]:
+    """The claims holding ``mark`` in the files of ``doc_ids``, ordered by path, line and
+    claim (a file's documents found by the id ranges its row lists)."""
+    marks = ",".join("?" * len(doc_ids))
+    files = [r[0] for r in conn.execute(
+        f"SELECT DISTINCT file FROM doc_rows WHERE id IN ({marks})", list(doc_ids))]
+    names = ("id", "path", "line", "claim", "text", "sources")
+    found = [dict(zip(names, r)) for file in files for first, last in file_ranges(conn, file)
+             for r in conn.execute(
+                 "SELECT d.id, d.path, d.line, d.claim, d.text, d.sources FROM docs d WHERE "
+                 "d.id BETWEEN ? AND ? AND d.kind = 'claim' AND instr(d.text, ?) > 0",
+                 (first, last, mark))]
+    return sorted(found, key=lambda r: (r["path"], r["line"], r["claim"]))
+
 _JSON_ESCAPES = re.compile(r'[\x00-\x1f"\\]')
 
 
