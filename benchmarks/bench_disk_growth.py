@@ -9,23 +9,26 @@ built, then the process makes ``--writes`` writes of one of two kinds:
 - ``batch``: the embedded writer writes a new session of ``--turns`` turns (one batch at
   ``--batch`` tokens: one install, one commit), all sessions under one title, so one topic
   file grows by a batch per write and the archive gains a file per write;
-- ``claim``: one transaction appends a one-claim paragraph to a topic (bench_search.py's
-  write), spread over the topics.
+- ``claim``: one transaction appends a one-claim paragraph to a topic (claim_write.py, the
+  write bench_search.py makes), spread over the topics.
 
 After the writes 1, 2, 4, 8, ... it measures:
 
 - text: the bytes the writes added to ``topics/`` and to ``sources/`` (the evidence archive);
 - git: the bytes under ``.git`` (every file: packs, loose objects, index), as left by the
   writes; and at the end once more after ``git repack -a -d`` (everything in one pack: the
-  floor git could reach);
-- index: ``search.sqlite`` after ``PRAGMA wal_checkpoint(TRUNCATE)`` (the WAL folded in and
-  emptied: the file sizes, whole pages and free pages included), and the bytes its pages
-  hold (SQLite's dbstat: page size less unused space, free pages excluded).
+  floor git could reach), with what one commit added to such a pack by object type (every
+  object reachable from the first and from the last commit packed alike, their difference
+  per commit; each object also costs a 28-byte ``.idx`` entry);
+- index: the main file ``search.sqlite`` after ``PRAGMA wal_checkpoint(TRUNCATE)`` (the WAL
+  folded in and emptied; the -shm file is a fixed 32 kB and not counted): whole 4 kB pages,
+  free ones included; the bytes its pages hold (SQLite's dbstat: page size less unused
+  space, free pages excluded); and the free pages it keeps.
 
-Growth is printed as a ratio to the text the writes added: git to topics + sources (what the
-history holds) and, for comparison with earlier figures, to topics alone; the index to topics
-(it indexes topics only). Also the CPU time per write (the process and the git it ran) and
-the machine load.
+Growth is printed as a ratio to the text the writes added: git to topics + sources (a write
+adds both to the home and the history holds both) and, as printed before, to topics alone;
+the index to topics (it indexes topics only). Also the CPU time per write (the process and
+the git it ran) and the machine load.
 
 Usage:
     python benchmarks/bench_disk_growth.py [--size 10] [--writes 32] [--write batch|claim]
