@@ -11,12 +11,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scriptorium.memory.search import SearchIndex, search
+from scriptorium.memory.search import SearchIndex, attach, search
 from scriptorium.memory.search.rows import (_json, compact_list, id_ranges, list_json_sql,
                                             ranges_of)
 from scriptorium.memory.workspace import Workspace
 
-from search_support import archive, open_ws, write_paragraphs
+from search_support import archive, open_ws, render, write_paragraphs, write_topic
 
 TS = "2026-08-01T10:00:00+00:00"
 # Tables whose new rows go after every row they hold (rowid or segment id order): a write
@@ -32,10 +32,14 @@ def claims(n: int, count: int):
 def built(root: Path, files: int, count: int) -> Workspace:
     """``files`` topics of ``count`` claims, indexed by one bulk build (its b-tree pages
     full, as a big index's are)."""
-    ws = open_ws(root)
+    ws = open_ws(root, attached=False)  # one transaction writes them all, one build indexes
     archive(ws, [("s", "n0", "user", "turn 0", TS)])
-    for n in range(files):
-        write_paragraphs(ws, f"topics/t{n}.md", claims(n, count))
+    with ws.begin(allowed_sources=["openprogram/s/n0"]) as tx:
+        for n in range(files):
+            (tx.stage / "topics").mkdir(exist_ok=True)
+            (tx.stage / f"topics/t{n}.md").write_text(render(claims(n, count)))
+        tx.commit("topics")
+    attach(ws)
     SearchIndex.of(ws).rebuild()
     return ws
 
@@ -105,7 +109,28 @@ def test_a_claims_row_holds_its_text_and_a_few_bytes_more(tmp_path):
     ws = built(tmp_path / "memory", 1, 40)
     index = SearchIndex.of(ws)
     (stored,) = index.rows("SELECT sum(pgsize - unused) AS b FROM dbstat "
-                           "WHERE name LIKE 'doc_rows%'")[0].values()
+                           "WHERE name LIKE 'doc_%'")[0].values()
     payload = sum(len(r["text"]) + len(r["block_id"] or "") + len("openprogram/s/n0")
                   + len("2026-08-01") for r in index.rows("SELECT text, block_id FROM docs"))
-    assert stored < payload + 40 * 30
+    assert stored < payload + 40 * 36
+
+
+def test_a_claim_with_two_dates_is_found_in_either_and_keeps_one_range_in_its_row(tmp_path):
+    ws = built(tmp_path / "memory", 1, 3)
+    sid = "openprogram/s/n0"
+    text = (ws.root / "topics/t0.md").read_text() + (
+        f"\nThe kiln was fired twice.[^e8][^e9]\n\n[^e8]: Time: `2026-02-03`; Sources: "
+        f"[a]({sid})\n[^e9]: Time: `2026-09`; Sources: [b]({sid})\n")
+    write_topic(ws, "topics/t0.md", text, allowed=[sid])
+
+    def found(since: str, until: str) -> bool:
+        return "The kiln was fired twice." in {h.text for h in search(
+            ws, "kiln fired twice", since=since, until=until)}
+
+    assert found("2026-02-03", "2026-02-03") and found("2026-09-10", "2026-09-12")
+    assert not found("2026-05", "2026-05") and not found("2026-02-04", "2026-08-31")
+    index = SearchIndex.of(ws)
+    (row,) = index.rows("SELECT id, lo, span FROM docs WHERE text LIKE 'The kiln was%'")
+    assert (row["lo"], row["span"]) == (20260203, 0)
+    assert index.rows("SELECT lo, span FROM doc_dates WHERE doc=?", (row["id"],)) == [
+        {"lo": 20260901, "span": 29}]

@@ -62,7 +62,8 @@ SCHEMA_VERSION = "7"  # 2: contentless FTS (text stored once, in docs); 3: claim
 # stored once (a number per document, see rows.py), ``docs`` a view; 6: date ranges as
 # numbers (rows.day_number), free pages given back (auto_vacuum incremental); 7: a file's
 # documents listed as id ranges in its row (rows.id_ranges), no index on doc_rows(file); a
-# document's kind a number, its dates, sources and speakers stored compactly (rows._stored)
+# document's kind a number, its dates, sources and speakers stored compactly (rows._stored),
+# its first date range in its row (doc_dates holds the others)
 # A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
 # rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
 # tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.

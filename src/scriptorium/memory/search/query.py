@@ -188,9 +188,10 @@ def _where(filters: Filters) -> tuple[list[str], list[Any]]:
                        "OR substr(d.logical, 1, ?) = ?)")
         params += [p, p, p + ".md", len(p) + 1, p + "/", len(p) + 1, p + "/"]
     if filters.window is not None:
-        clauses.append("EXISTS (SELECT 1 FROM doc_dates x WHERE x.doc = d.id AND x.lo <= ? "
-                       "AND x.lo + x.span >= ?)")
-        params += [day_number(filters.window[1]), day_number(filters.window[0])]
+        # a document's first date range is in its row, any other in doc_dates
+        clauses.append("((d.lo <= ? AND d.lo + d.span >= ?) OR EXISTS (SELECT 1 FROM "
+                       "doc_dates x WHERE x.doc = d.id AND x.lo <= ? AND x.lo + x.span >= ?))")
+        params += [day_number(filters.window[1]), day_number(filters.window[0])] * 2
     if filters.speaker is not None:
         clauses.append("instr(d.speakers, ?) > 0")
         params.append(SPEAKER_SEP + filters.speaker + SPEAKER_SEP)

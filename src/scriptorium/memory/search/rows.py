@@ -56,7 +56,8 @@ CREATE TABLE IF NOT EXISTS doc_rows(
     id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, file INTEGER NOT NULL, line INTEGER NOT NULL,
     block_id TEXT, claim INTEGER NOT NULL, text TEXT NOT NULL, head INTEGER NOT NULL,
     dates TEXT NOT NULL, sources TEXT NOT NULL, source_id TEXT, version TEXT NOT NULL,
-    speakers TEXT NOT NULL, speaker TEXT NOT NULL, trusted INTEGER NOT NULL);
+    speakers TEXT NOT NULL, speaker TEXT NOT NULL, trusted INTEGER NOT NULL, lo INTEGER,
+    span INTEGER);
 CREATE INDEX IF NOT EXISTS doc_rows_source ON doc_rows(source_id) WHERE source_id IS NOT NULL;
 CREATE VIEW IF NOT EXISTS docs AS SELECT
     r.id AS id, CASE r.kind WHEN 0 THEN 'claim' ELSE 'source' END AS kind, f.path AS path,
@@ -65,7 +66,7 @@ CREATE VIEW IF NOT EXISTS docs AS SELECT
     """ + list_json_sql("r.sources") + """ AS sources, r.source_id AS source_id,
     r.version AS version, CASE r.speakers WHEN '' THEN '' ELSE char(31) || r.speakers ||
     char(31) END AS speakers, r.speaker AS speaker, r.trusted AS trusted, f.path AS file,
-    coalesce(f.legacy, f.path) AS logical
+    coalesce(f.legacy, f.path) AS logical, r.lo AS lo, r.span AS span
     FROM doc_rows r JOIN files f ON f.id = r.file JOIN heading_sets h ON h.id = r.head;
 CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo INTEGER NOT NULL,
     span INTEGER NOT NULL, PRIMARY KEY(doc, lo, span)) WITHOUT ROWID;
@@ -75,8 +76,9 @@ CREATE TABLE IF NOT EXISTS doc_dates(doc INTEGER NOT NULL, lo INTEGER NOT NULL,
 def day_number(day: str) -> int:
     """``YYYY-MM-DD`` as the integer YYYYMMDD: ordered as the dates are, stored in 4 bytes
     instead of 10. A document's date range is stored as its first day and ``span``, the last
-    day's number less the first's (0 for one day: SQLite stores a 0 in no bytes), so a range
-    costs a few bytes a document (doc_dates is a row per claim, issue 12)."""
+    day's number less the first's (0 for one day: SQLite stores a 0 in no bytes). A
+    document's first range is two columns of its row (``lo``, ``span``: about 6 bytes); only
+    the ranges after it are rows of ``doc_dates`` (a row costs 13), issue 12."""
     return int(day[:4]) * 10000 + int(day[5:7]) * 100 + int(day[8:10])
 
 
@@ -179,7 +181,7 @@ class Rows:
     together (``executemany`` per table for the whole transaction, not per file: a build is
     one bulk insert); changed and removed ones are written at once."""
 
-    _DOCS = f"INSERT INTO doc_rows(id, {_STORED}) VALUES ({','.join('?' * 15)})"
+    _DOCS = f"INSERT INTO doc_rows(id, {_STORED}, lo, span) VALUES ({','.join('?' * 17)})"
     _FTS = "INSERT INTO fts(rowid, body, context, dates, cjk) VALUES (?,?,?,?,?)"
     _DATES = "INSERT OR IGNORE INTO doc_dates VALUES (?,?,?)"
     FLUSH_AT = 20_000  # documents held before they are written (memory stays bounded)
@@ -221,10 +223,12 @@ class Rows:
         for n, doc in enumerate(docs):
             doc_id = self.next_id
             self.next_id += 1
-            self.rows.append((doc_id, *self._stored(file, row(doc))))
+            spans = sorted({(day_number(lo), day_number(hi) - day_number(lo))
+                            for lo, hi in doc.ranges})
+            first_span = spans[0] if spans else (None, None)
+            self.rows.append((doc_id, *self._stored(file, row(doc)), *first_span))
             self.fts.append((doc_id, *(fields[n] if fields else doc.fields())))
-            self.dates.extend((doc_id, day_number(lo), day_number(hi) - day_number(lo))
-                              for lo, hi in doc.ranges)
+            self.dates.extend((doc_id, *span) for span in spans[1:])
         if len(self.rows) >= self.FLUSH_AT:
             self.flush()
         return list(range(first, self.next_id))
