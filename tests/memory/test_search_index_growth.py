@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scriptorium.memory.search import SearchIndex, attach, search
-from scriptorium.memory.search.rows import (_json, compact_list, id_ranges, list_json_sql,
-                                            ranges_of)
+from scriptorium.memory.search.rows import (_json, compact, compact_list, id_ranges,
+                                            list_json_sql, ranges_of)
 from scriptorium.memory.workspace import Workspace
 
 from search_support import archive, open_ws, render, write_paragraphs, write_topic
@@ -100,6 +100,7 @@ def test_a_list_stored_compactly_reads_back_through_the_view_as_its_json(values)
                            (compact_list(written),)).fetchone()
     assert shown == written and json.loads(shown) == values
     assert len(compact_list(written)) <= len(written)
+    assert compact(values) == compact_list(written)  # what a build stores, made directly
 
 
 def test_a_claims_row_holds_its_text_and_a_few_bytes_more(tmp_path):

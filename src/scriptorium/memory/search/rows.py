@@ -158,6 +158,15 @@ def compact_list(text: str) -> str:
     return inner.replace('", "', SPEAKER_SEP)
 
 
+def compact(values: list[str]) -> str:
+    """``compact_list(_json(values))`` without writing the JSON first (what a build stores
+    for every document)."""
+    if not values or not all(values) or values[0].startswith("[") or \
+            _JSON_ESCAPES.search("".join(values)):
+        return compact_list(_json(values))
+    return SPEAKER_SEP.join(values)
+
+
 def row(doc: Document) -> Values:
     """``doc`` as the ``docs`` view shows it (``ROW_COLUMNS`` order)."""
     speakers = SPEAKER_SEP + SPEAKER_SEP.join(doc.speakers) + SPEAKER_SEP \
@@ -210,7 +219,8 @@ class Rows:
     def _stored(self, file: int, values: Values) -> Values:
         """A ``docs`` row (``ROW_COLUMNS``) as doc_rows stores it (``_STORED``): the kind as
         a number, lists compact (:func:`compact_list`), the speakers without the separators
-        around them (the view puts back all three; speaker keys are never empty)."""
+        around them (the view puts back all three; speaker keys are never empty). What
+        :meth:`add` stores of a document, from the document itself."""
         return (KINDS.index(values[0]), file, *values[3:7], self._head(values[7]),
                 compact_list(values[8]), compact_list(values[9]), *values[10:12],
                 values[12][1:-1], *values[13:])
@@ -223,10 +233,15 @@ class Rows:
         for n, doc in enumerate(docs):
             doc_id = self.next_id
             self.next_id += 1
-            spans = sorted({(day_number(lo), day_number(hi) - day_number(lo))
-                            for lo, hi in doc.ranges})
+            days = [(day_number(lo), day_number(hi)) for lo, hi in doc.ranges]
+            spans = sorted({(lo, hi - lo) for lo, hi in days}) if len(days) > 1 else \
+                [(lo, hi - lo) for lo, hi in days]
             first_span = spans[0] if spans else (None, None)
-            self.rows.append((doc_id, *self._stored(file, row(doc)), *first_span))
+            self.rows.append((doc_id, KINDS.index(doc.kind), file, doc.line, doc.block_id,
+                              doc.claim, doc.text, self._head(_json(doc.headings)),
+                              compact(doc.dates), compact(doc.sources), doc.source_id,
+                              doc.version, SPEAKER_SEP.join(doc.speakers), doc.speaker,
+                              int(doc.trusted), *first_span))
             self.fts.append((doc_id, *(fields[n] if fields else doc.fields())))
             self.dates.extend((doc_id, *span) for span in spans[1:])
         if len(self.rows) >= self.FLUSH_AT:
