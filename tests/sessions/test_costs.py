@@ -7,6 +7,7 @@ shortcuts never hide another writer: foreign appends and marks are still seen.""
 from __future__ import annotations
 
 import builtins
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -16,17 +17,21 @@ from pathlib import Path
 import pytest
 
 from scriptorium import faults, fsbatch, fsutil
+from scriptorium.config import load_settings
 from scriptorium.gitrepo import GitRepo
-from scriptorium.sessions import SessionStore, index as index_mod
+from scriptorium.memory.writing import Memory
+from scriptorium.sessions import SessionStore, graph as graph_mod, index as index_mod
 from scriptorium.sessions.index import SessionIndex
 from scriptorium.sessions.node import Node
 
 MARK = "memory_written_scriptorium"
+WS = "w-0c01d000"
 CTX = mp.get_context("fork")
 
 
-def make_chain(root: Path, sid: str, n: int) -> None:
-    """An n-node chain written straight to disk (the store's format), backdated an hour."""
+def make_chain(root: Path, sid: str, n: int, marked_below: int = 0) -> None:
+    """An n-node chain written straight to disk (the store's format), backdated an hour;
+    the nodes before ``marked_below`` carry workspace WS's mark."""
     hist = root / sid / "history"
     hist.mkdir(parents=True)
     prev = "ROOT"
@@ -34,7 +39,7 @@ def make_chain(root: Path, sid: str, n: int) -> None:
         role = "user" if i % 2 == 0 else "llm"
         doc = {"id": f"n{i}", "created_at": 1.0 + i, "seq": i, "role": role, "name": "",
                "input": None, "output": f"turn {i}", "caller": "", "predecessor": prev,
-               "reads": [], "metadata": {}}
+               "reads": [], "metadata": {MARK: WS} if i < marked_below else {}}
         (hist / f"{i:08d}-{role[0]}-n{i}.json").write_text(json.dumps(doc))
         prev = f"n{i}"
     (root / sid / "meta.json").write_text(json.dumps({"id": sid, "head_id": prev}))
@@ -55,16 +60,27 @@ def steady_clock(monkeypatch):
 def fs_calls(monkeypatch) -> Counter:
     """Count the file-system calls the process makes (directory listings, stats, opens)."""
     counts: Counter = Counter()
+    history_fds: set[int] = set()  # descriptors opened on a history/ directory
+
+    def is_history(target) -> bool:
+        if isinstance(target, int):
+            return target in history_fds
+        return Path(target).name == "history"
 
     def counting(name, fn):
         def wrapper(*a, **kw):
             counts[name] += 1
-            if name in ("scandir", "listdir") and a and Path(a[0]).name == "history":
+            if name in ("scandir", "listdir") and a and is_history(a[0]):
                 counts["history listings"] += 1
-            return fn(*a, **kw)
+            out = fn(*a, **kw)
+            if name == "open" and is_history(a[0]):
+                history_fds.add(out)
+            elif name == "close":
+                history_fds.discard(a[0])
+            return out
         return wrapper
 
-    for name in ("scandir", "listdir", "stat", "lstat", "open", "fstat", "read"):
+    for name in ("scandir", "listdir", "stat", "lstat", "open", "fstat", "read", "close"):
         monkeypatch.setattr(os, name, counting(name, getattr(os, name)))
     monkeypatch.setattr(builtins, "open", counting("builtins.open", builtins.open))
     return counts
@@ -120,6 +136,81 @@ def test_a_cold_open_reads_each_node_file_once_and_lists_history_once(tmp_path, 
     assert idx.scans == 1 and idx.parses == 1500 and fs_calls["history listings"] == 1
     opened = fs_calls["open"] + fs_calls["builtins.open"]
     assert 1500 <= opened <= 1500 + 5  # the node files, meta.json, the lock file
+
+
+def test_a_cold_pending_reads_each_node_file_once_and_orders_no_node_by_seq(
+        tmp_path, fs_calls, monkeypatch):
+    """Pending work on a session this process never read: one listing of ``history/``, one
+    open and one fstat per node file, a bounded number of other stats, and no sort of the
+    nodes by seq (a walk back from the head needs none; the order is built when a read
+    asks for it)."""
+    home, n = tmp_path / "home", 1500
+    make_chain(home / "sessions", "s", n, marked_below=n - 10)
+    (home / "memory" / ".scriptorium").mkdir(parents=True)
+    (home / "memory" / ".scriptorium" / "workspace-id").write_text(WS + "\n")
+    mem = Memory(home, settings=load_settings(home),
+                 store=SessionStore(home / "sessions", git=False))
+    sort_keys = Counter()
+    real_key = graph_mod._seq
+    monkeypatch.setattr(graph_mod, "_seq", lambda node: (sort_keys.update(["seq"]),
+                                                         real_key(node))[1])
+    fs_calls.clear()
+    pending = mem.pending("s")
+    assert [r.node_id for r in pending] == [f"n{i}" for i in range(n - 10, n)]
+    idx = mem.store._index("s")
+    assert idx.scans == 1 and idx.parses == n and fs_calls["history listings"] == 1
+    assert n <= fs_calls["open"] + fs_calls["builtins.open"] <= n + 10
+    assert n <= fs_calls["fstat"] <= n + 10
+    assert fs_calls["stat"] + fs_calls["lstat"] <= 20  # per call, never per node file
+    assert sort_keys["seq"] == 0
+    assert [m.id for m in mem.store.get_nodes("s")] == [f"n{i}" for i in range(n)]
+    assert sort_keys["seq"] == n  # the first read that wants the order sorts, once
+
+
+def test_a_history_swapped_for_a_symlink_during_a_cold_scan_is_never_followed(
+        tmp_path, monkeypatch):
+    """A cold scan lists and opens node files through one descriptor of ``history/``: a
+    directory put in its place mid-scan (here a symlink to files elsewhere) is never read."""
+    root = tmp_path / "sessions"
+    make_chain(root, "s", 40)
+    hist = root / "s" / "history"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for f in hist.iterdir():
+        doc = json.loads(f.read_bytes())
+        (outside / f.name).write_text(json.dumps(dict(doc, output="planted")))
+    real_read = index_mod.read_node_file
+    swapped = []
+
+    def read_then_swap(*args, **kw):
+        got = real_read(*args, **kw)
+        if not swapped:
+            os.rename(hist, hist.with_name("history.old"))
+            hist.symlink_to(outside)
+            swapped.append(True)
+        return got
+
+    monkeypatch.setattr(index_mod, "read_node_file", read_then_swap)
+    nodes = SessionStore(root, git=False).get_nodes("s")
+    assert swapped and len(nodes) == 40
+    assert [n.output for n in nodes] == [f"turn {i}" for i in range(40)]
+
+
+@pytest.mark.skipif(gc.get_freeze_count() > 0, reason="the program froze objects itself")
+def test_a_cold_open_hands_its_nodes_to_the_oldest_gc_generation_without_a_pass(tmp_path):
+    """The nodes a cold open makes stay alive: the collector's young generations must not
+    walk each of them once more just to find them alive (that pass was a twentieth of a
+    cold pending's time)."""
+    root = tmp_path / "sessions"
+    make_chain(root, "s", 300)
+    store = SessionStore(root, git=False)
+    gc.collect()
+    store.get_branch("s")
+    idx = store._index("s")
+    garbage = [[] for _ in range(5 * gc.get_threshold()[0])]  # a young pass is due now
+    del garbage
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(node) in oldest for node in idx.nodes.values())
 
 
 class CountingId(str):

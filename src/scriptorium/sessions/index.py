@@ -31,8 +31,8 @@ from ..errors import CorruptFile
 from ..fsutil import json_object
 from .graph import NodeGraph
 from .node import Node, parse_node
-from .nodefiles import (LOCK_NAME, StatKey, gc_paused, older_than, read_gen, read_node_file,
-                        write_gen)
+from .nodefiles import (LOCK_NAME, StatKey, gc_paused, older_than, open_dir, read_gen,
+                        read_node_file, write_gen)
 
 # A fingerprint observed less than this long after its mtime may hide a same-tick write.
 RACY_NS = 100_000_000
@@ -109,69 +109,123 @@ class SessionIndex(NodeGraph):
         return changed
 
     def _scan(self, now: int, present: bool) -> bool:
-        """List ``history/`` once; read and parse only new or changed files. A file this
-        index has never seen is opened straight away (its fingerprint comes from the open
-        file), so a cold open costs one open, fstat and read per node file."""
+        """List ``history/`` once (through one descriptor of it); read and parse only new or
+        changed files. An index that holds no file yet loads them all in one pass."""
         self.scans += 1
         self._unverified = 0
+        try:
+            dfd = open_dir(self.hist) if present else None
+        except NotADirectoryError:
+            raise CorruptFile(f"session {self.sid}: {self.hist} is not a directory "
+                              f"(move it aside to open the session)") from None
+        try:
+            if not self.files:
+                return self._load(dfd, now)
+            return self._rescan(dfd, now)
+        finally:
+            if dfd is not None:
+                os.close(dfd)
+
+    def _load(self, dfd: int | None, now: int) -> bool:
+        """The cold open: list ``history/``, then open each node file (its fingerprint comes
+        from the open file), parse it and index it by id in the same pass: one open, fstat,
+        read and parse per file, nothing sorted by seq (the order is built when a read asks
+        for it). Files are read in inode order: on a session built by appends that is about
+        seq order, so the nodes lie in memory in the order a branch walk visits them."""
+        files: dict[str, tuple[StatKey, Node]] = {}
+        nodes: dict[str, Node] = {}
+        clash = False
+        listed: list[tuple[int, str]] = []
+        temps: list[str] = []
+        racy: dict[str, bytes] = {}
+        racy_from, stale_from = now - RACY_NS, now - STALE_TEMP_NS
+        prefix = os.path.join(self.hist, "")
+        max_seq = -1
+        if dfd is not None:
+            with os.scandir(dfd) as it:
+                for entry in it:
+                    name = entry.name
+                    if name.endswith(".json") and not name.startswith("."):
+                        listed.append((entry.inode(), name))
+                    elif name.startswith(".") and name.endswith(".tmp") and older_than(
+                            entry, stale_from):
+                        temps.append(name)
+            listed.sort()
+        with gc_paused(bulk=True):
+            for _, name in listed:
+                got = read_node_file(name, dfd)
+                if got is None:
+                    continue  # vanished, or not a regular file: never followed
+                key, data = got
+                node = parse_node(data, prefix + name)
+                if key[1] >= racy_from:
+                    racy[name] = data
+                files[name] = (key, node)
+                if nodes.setdefault(node.id, node) is not node:
+                    clash = True  # two files claim one id: resolved below (rare)
+                if node.seq > max_seq:
+                    max_seq = node.seq
+        self.parses += len(files)
+        self.files, self._racy, self.stale_temps = files, racy, temps
+        if not files:
+            return False
+        if clash:
+            self._reindex_ids()
+        else:
+            self._indexed(nodes, None, max_seq)
+        self.stage_all = True
+        return True
+
+    def _rescan(self, dfd: int | None, now: int) -> bool:
+        """Compare each listed file's ``(inode, mtime_ns, size)`` with what was parsed;
+        re-read and re-parse only new or changed (or racily clean) files."""
         files = self.files
-        cold = not files
         seen: set[str] = set()
         temps: list[str] = []
         changed = False
         racy: dict[str, bytes] = {}
         racy_from = now - RACY_NS
-        if present:
-            try:
-                it = os.scandir(self.hist)
-            except FileNotFoundError:
-                it = None
-            except NotADirectoryError:
-                raise CorruptFile(f"session {self.sid}: {self.hist} is not a directory "
-                                  f"(move it aside to open the session)") from None
-            if it is not None:
-                with it, gc_paused(bulk=cold):
-                    for entry in it:
-                        name = entry.name
-                        if name.startswith("."):
-                            if name.endswith(".tmp") and older_than(entry, now - STALE_TEMP_NS):
-                                temps.append(name)
+        prefix = os.path.join(self.hist, "")
+        if dfd is not None:
+            with os.scandir(dfd) as it:
+                for entry in it:
+                    name = entry.name
+                    if name.startswith("."):
+                        if name.endswith(".tmp") and older_than(entry, now - STALE_TEMP_NS):
+                            temps.append(name)
+                        continue
+                    if not name.endswith(".json"):
+                        continue
+                    old = files.get(name)
+                    if old is not None:
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except FileNotFoundError:
                             continue
-                        if not name.endswith(".json"):
+                        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+                        if old[0] == key and name not in self._racy:
+                            seen.add(name)
                             continue
-                        old = files.get(name)
-                        if old is not None:
-                            try:
-                                st = entry.stat(follow_symlinks=False)
-                            except FileNotFoundError:
-                                continue
-                            key = (st.st_ino, st.st_mtime_ns, st.st_size)
-                            if old[0] == key and name not in self._racy:
-                                seen.add(name)
-                                continue
-                        got = read_node_file(entry.path)
-                        if got is None:
-                            continue  # vanished, or not a regular file: never followed
-                        key, data = got
-                        seen.add(name)
-                        if key[1] >= racy_from:
-                            racy[name] = data
-                        if old is not None and old[0] == key and self._racy.get(name) == data:
-                            continue  # racily clean, but the bytes prove it unchanged
-                        node = parse_node(data, entry.path)
-                        self.parses += 1
-                        if cold:
-                            files[name] = (key, node)  # ids are indexed once, below
-                            continue
-                        if old is None or old[1].to_json() != node.to_json():
-                            changed = True
-                            if not self.stage_all:
-                                self.uncommitted.add("history/" + name)
-                        self._put(name, key, node)
+                    got = read_node_file(name, dfd)
+                    if got is None:
+                        continue  # vanished, or not a regular file: never followed
+                    key, data = got
+                    seen.add(name)
+                    if key[1] >= racy_from:
+                        racy[name] = data
+                    if old is not None and old[0] == key and self._racy.get(name) == data:
+                        continue  # racily clean, but the bytes prove it unchanged
+                    node = parse_node(data, prefix + name)
+                    self.parses += 1
+                    if old is None or old[1].to_json() != node.to_json():
+                        changed = True
+                        if not self.stage_all:
+                            self.uncommitted.add("history/" + name)
+                    self._put(name, key, node)
         gone = [n for n in files if n not in seen] if len(seen) != len(files) else []
         for name in gone:
             del files[name]
-        if gone or (cold and files):
+        if gone:
             self._reindex_ids()
             self.stage_all = True
             changed = True

@@ -58,7 +58,7 @@ class MarkOps:
         items: list[tuple[str, bytes]] = []
         nodes: list[Node] = []
         for node_id, patch in patches.items():
-            name = idx.file_of[node_id]
+            name = idx.file_name(node_id)
             path = os.path.join(hist, name)
             got = read_node_file(path)  # never through a symlink
             if got is None:

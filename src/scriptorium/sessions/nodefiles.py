@@ -18,14 +18,27 @@ GEN_BYTES = 16
 StatKey = tuple[int, int, int]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 
 
-def read_node_file(path: str) -> tuple[StatKey, bytes] | None:
-    """The fingerprint and bytes of one node file, or None when it vanished or is not a
-    regular file (a symlink is never followed out of ``history/``). Raw ``os`` calls: one
-    open, fstat, read and close, the least a cold open can do per file."""
+def open_dir(path: Path) -> int | None:
+    """A descriptor of the directory ``path`` (None when it is missing): a scan lists and
+    opens its files through it, so every file comes from the one directory it listed, even
+    if ``path`` is replaced meanwhile, and the kernel resolves one name per file, not the
+    whole path. A ``path`` that is not a directory raises NotADirectoryError."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        return os.open(path, _DIR_FLAGS)
+    except FileNotFoundError:
+        return None
+
+
+def read_node_file(path: str, dir_fd: int | None = None) -> tuple[StatKey, bytes] | None:
+    """The fingerprint and bytes of one node file (``path`` relative to ``dir_fd`` when
+    given), or None when it vanished or is not a regular file (a symlink is never followed
+    out of ``history/``). Raw ``os`` calls: one open, fstat, read and close, the least a cold
+    open can do per file."""
+    try:
+        fd = os.open(path, _READ_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -77,7 +90,12 @@ def write_gen(path: Path) -> bytes:
 @contextlib.contextmanager
 def gc_paused(bulk: bool) -> Iterator[None]:
     """Pause the cyclic garbage collector while a bulk load creates objects that all stay
-    alive: otherwise its passes re-walk the growing heap (a fifth of a cold open's time)."""
+    alive: otherwise its passes re-walk the growing heap (a fifth of a cold open's time).
+
+    On the way out the objects made meanwhile are moved to the oldest generation as they
+    are (``freeze`` + ``unfreeze``, no traversal): else the first allocation after
+    ``enable`` would walk every one of them once more only to find them all alive. Skipped
+    when the program froze objects itself (``unfreeze`` would thaw them)."""
     pause = bulk and gc.isenabled()
     if pause:
         gc.disable()
@@ -85,4 +103,7 @@ def gc_paused(bulk: bool) -> Iterator[None]:
         yield
     finally:
         if pause:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
