@@ -1,9 +1,10 @@
 """Session-store costs as curves over the session's size (issue 12), printed in one run.
 
 1. Cold pending work: a new store computes ``Memory.pending`` (10-turn backlog) on a session it
-   has never read, against the read-and-parse floor measured in the same run (list
-   ``history/``, read every node file, ``parse_node`` it) and, up to ``--old-max`` turns, the
-   same call with the store code of ``--old-rev`` (before this change).
+   has never read, against the read-and-parse floor measured in the same process, rounds
+   interleaved (FLOOR_DOES below), in CPU time (less sensitive to a loaded machine than wall
+   time, also printed); ours and the code of ``--baseline-rev`` each in child processes,
+   taking turns; and, up to ``--old-max`` turns, the store code of ``--old-rev`` (quadratic).
 2. Append: one turn (user message + assistant reply, no git commit) at each size against the
    same turn on a 10-node session, rounds interleaved so machine load hits both alike; the
    full re-scans of ``history/`` the appends triggered are counted.
@@ -24,7 +25,7 @@ by one would benchmark the append path instead.
 
 Run: python benchmarks/bench_session_sizes.py [--sizes 100,1000,10000,50000]
      [--append-sizes 100,1000,10000,50000,100000] [--rounds N] [--only cold,append,commit,mark]
-     [--quick]
+     [--baseline-rev fda7463] [--quick]
 """
 
 from __future__ import annotations
@@ -44,16 +45,60 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import bench_write_path  # noqa: E402  (the long-session generator)
 
-from scriptorium.config import load_settings  # noqa: E402
 from scriptorium.fsutil import atomic_write_bytes  # noqa: E402
 from scriptorium.gitrepo import GitRepo  # noqa: E402
-from scriptorium.memory.writing import Memory  # noqa: E402
 from scriptorium.sessions import SessionStore  # noqa: E402
 from scriptorium.sessions.commits import PACK_EVERY  # noqa: E402
-from scriptorium.sessions.node import parse_node  # noqa: E402
 
 MARK = "memory_written_scriptorium"
 REPO = Path(__file__).resolve().parents[1]
+
+FLOOR_DOES = ("the floor lists history/ through one descriptor of it and, per node file, "
+              "opens it by name relative to that descriptor, reads it with one read() and "
+              "closes it, then parses it with the store's own parse_node; it keeps nothing "
+              "and makes no stat call: the least any cold open must do")
+
+COLD_CHILD = r"""
+import json, os, statistics, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from scriptorium.config import load_settings
+from scriptorium.memory.writing import Memory
+from scriptorium.sessions import SessionStore
+from scriptorium.sessions.node import parse_node
+home, rounds = Path(sys.argv[2]), int(sys.argv[3])
+hist = str(home / "sessions" / "long" / "history")
+
+def floor():
+    dfd = os.open(hist, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(dfd) as it:
+            for entry in it:
+                fd = os.open(entry.name, os.O_RDONLY, dir_fd=dfd)
+                try:
+                    data = os.read(fd, 1 << 16)  # the generated node files are far smaller
+                finally:
+                    os.close(fd)
+                assert len(data) < 1 << 16
+                parse_node(data, entry.name)
+    finally:
+        os.close(dfd)
+
+def timed(fn):
+    w, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - w, time.process_time() - c
+
+mem = Memory(home, settings=load_settings(home), store=SessionStore(home / "sessions", git=False))
+out = {"floor": [], "pending": []}
+floor()  # warm-up, not counted: first calls of the code paths and imports, for both
+mem.pending("long")
+for _ in range(rounds):
+    out["floor"].append(timed(floor))
+    mem.store = SessionStore(home / "sessions", git=False)
+    out["pending"].append(timed(lambda: len(mem.pending("long")) == 10 or sys.exit("wrong")))
+print(json.dumps(out))
+"""
 
 OLD_PENDING = r"""
 import sys, time, statistics
@@ -91,28 +136,13 @@ def header(title: str, *columns: str) -> None:
     print("|" + "---|" * len(columns))
 
 
-def floor(hist: Path) -> float:
-    """List, read and parse every node file once, with the cheapest calls (raw open, one
-    read, close; no stat): what any cold open must at least do."""
-    t0 = time.perf_counter()
-    for entry in os.scandir(hist):
-        fd = os.open(entry.path, os.O_RDONLY)
-        try:
-            data = os.read(fd, 1 << 16)  # the generated node files are far smaller
-        finally:
-            os.close(fd)
-        assert len(data) < 1 << 16
-        parse_node(data, entry.path)
-    return time.perf_counter() - t0
-
-
 def ms(x: float) -> str:
     return f"{x * 1000:.1f}" if x >= 0.01 else f"{x * 1000:.2f}"
 
 
-def old_tree(tmp: Path, rev: str) -> Path | None:
+def old_tree(tmp: Path, rev: str, label: str = "old") -> Path | None:
     """The package as it was at ``rev`` (git archive), or None if git cannot give it."""
-    dest = tmp / "old"
+    dest = tmp / label
     dest.mkdir()
     try:
         tar = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src/scriptorium"],
@@ -123,31 +153,53 @@ def old_tree(tmp: Path, rev: str) -> Path | None:
     return dest / "src"
 
 
-def cold_pending(tmp: Path, sizes: list[int], rounds: int, old: Path | None,
-                 old_max: int) -> None:
+def cold_child(src: Path, home: Path, rounds: int) -> dict[str, list[list[float]]]:
+    """``rounds`` (wall, CPU) pairs of the floor and of a cold pending, from a child process
+    running the package at ``src``."""
+    r = subprocess.run([sys.executable, "-c", COLD_CHILD, str(src), str(home), str(rounds)],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def cold_pending(tmp: Path, sizes: list[int], rounds: int, base: Path | None, base_rev: str,
+                 old: Path | None, old_max: int) -> None:
+    print(f"\n{FLOOR_DOES}.")
+    print("CPU medians; ours and the baseline each run in child processes, taking turns, "
+          "each against the floor measured in its own process.")
     header("Cold pending work (new store, first `Memory.pending`, 10-turn backlog)",
-           "turns", "read-and-parse floor", "ours", "ours / floor", "old code", "old / ours")
+           "turns", "floor CPU", "ours CPU", "**ours / floor (CPU)**", "ours / floor (wall)",
+           f"`{base_rev}` CPU", f"`{base_rev}` / floor (CPU)", f"`{base_rev}` / ours",
+           "old code (wall)", "old / ours (wall)")
+    ours_src = REPO / "src"
     for n in sizes:
         home = tmp / f"cold{n}"
         make_session(home, n)
-        mem = Memory(home, settings=load_settings(home),
-                     store=SessionStore(home / "sessions", git=False))
-        ours, base = [], []
-        for _ in range(rounds):
-            base.append(floor(home / "sessions" / "long" / "history"))
-            mem.store = SessionStore(home / "sessions", git=False)
-            t0 = time.perf_counter()
-            assert len(mem.pending("long")) == 10
-            ours.append(time.perf_counter() - t0)
-        o, f = statistics.median(ours), statistics.median(base)
+        got: dict[str, dict[str, list[list[float]]]] = {"ours": {}, "base": {}}
+        for _ in range(2):  # two children each, taking turns, so load hits both alike
+            for who, src in (("ours", ours_src), ("base", base)):
+                if src is None:
+                    continue
+                for key, pairs in cold_child(src, home, max(1, rounds // 2)).items():
+                    got[who].setdefault(key, []).extend(pairs)
+
+        def med(who: str, key: str, i: int) -> float:
+            return statistics.median(pair[i] for pair in got[who][key])
+
+        f, o, fw, ow = med("ours", "floor", 1), med("ours", "pending", 1), \
+            med("ours", "floor", 0), med("ours", "pending", 0)
+        base_cells = ["–", "–", "–"]
+        if got["base"]:
+            bf, bo = med("base", "floor", 1), med("base", "pending", 1)
+            base_cells = [f"{ms(bo)} ms", f"{bo / bf:.2f}", f"{bo / o:.2f}x"]
         old_cell, ratio = "–", "–"
         if old is not None and n <= old_max:
             r = subprocess.run([sys.executable, "-c", OLD_PENDING, str(old), str(home),
                                 "1" if n >= 10_000 else str(rounds)],
                                capture_output=True, text=True, check=True)
             t_old = float(r.stdout.strip())
-            old_cell, ratio = f"{ms(t_old)} ms", f"{t_old / o:.1f}x"
-        print(f"| {n:,} | {ms(f)} ms | {ms(o)} ms | {o / f:.2f} | {old_cell} | {ratio} |")
+            old_cell, ratio = f"{ms(t_old)} ms", f"{t_old / ow:.1f}x"
+        print(f"| {n:,} | {ms(f)} ms | {ms(o)} ms | **{o / f:.2f}** | {ow / fw:.2f} | "
+              f"{' | '.join(base_cells)} | {old_cell} | {ratio} |")
 
 
 def one_turn(store: SessionStore, sid: str) -> float:
@@ -282,6 +334,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,1000,10000,50000")
     ap.add_argument("--append-sizes", default="100,1000,10000,50000,100000")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--baseline-rev", default="fda7463",
+                    help="git revision measured beside ours for cold pending ('' for none)")
     ap.add_argument("--old-rev", default="6c50144",
                     help="git revision whose store code is the 'old code' column")
     ap.add_argument("--old-max", type=int, default=10_000,
@@ -301,8 +355,9 @@ def main() -> None:
         tmp = Path(d)
         only = set(args.only.split(","))
         if "cold" in only:
-            cold_pending(tmp, sizes, max(3, rounds // 3), old_tree(tmp, args.old_rev),
-                         args.old_max)
+            base = old_tree(tmp, args.baseline_rev, "base") if args.baseline_rev else None
+            cold_pending(tmp, sizes, rounds, base, args.baseline_rev,
+                         old_tree(tmp, args.old_rev), args.old_max)
         if "append" in only:
             appends(tmp, append_sizes, rounds)
         if "commit" in only:

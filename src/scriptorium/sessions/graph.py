@@ -253,7 +253,10 @@ class NodeGraph:
             cur = pred
         else:  # more steps than nodes: a cycle
             root = self._cycle_entry(node_id)
-        memo.update(dict.fromkeys(path, root))
+        if memo:
+            memo.update(dict.fromkeys(path, root))
+        else:  # the first walk (of a cold open): one dict built, not two
+            self._root_memo = dict.fromkeys(path, root)
         return root
 
     def _cycle_entry(self, node_id: str) -> str:

@@ -127,44 +127,40 @@ class SessionIndex(NodeGraph):
                 os.close(dfd)
 
     def _load(self, dfd: int | None, now: int) -> bool:
-        """The cold open: list ``history/``, then open each node file (its fingerprint comes
-        from the open file), parse it and index it by id in the same pass: one open, fstat,
-        read and parse per file, nothing sorted by seq (the order is built when a read asks
-        for it). Files are read in inode order: on a session built by appends that is about
-        seq order, so the nodes lie in memory in the order a branch walk visits them."""
+        """The cold open: each listed node file opened straight away (its fingerprint comes
+        from the open file), parsed, and indexed by id in the same pass: one open, fstat,
+        read and parse per file, nothing sorted (the seq order is built when a read asks for
+        it; reading in name or inode order instead of the listing's measured slower)."""
         files: dict[str, tuple[StatKey, Node]] = {}
         nodes: dict[str, Node] = {}
         clash = False
-        listed: list[tuple[int, str]] = []
         temps: list[str] = []
         racy: dict[str, bytes] = {}
         racy_from, stale_from = now - RACY_NS, now - STALE_TEMP_NS
         prefix = os.path.join(self.hist, "")
         max_seq = -1
         if dfd is not None:
-            with os.scandir(dfd) as it:
+            with os.scandir(dfd) as it, gc_paused(bulk=True):
                 for entry in it:
                     name = entry.name
-                    if name.endswith(".json") and not name.startswith("."):
-                        listed.append((entry.inode(), name))
-                    elif name.startswith(".") and name.endswith(".tmp") and older_than(
-                            entry, stale_from):
-                        temps.append(name)
-            listed.sort()
-        with gc_paused(bulk=True):
-            for _, name in listed:
-                got = read_node_file(name, dfd)
-                if got is None:
-                    continue  # vanished, or not a regular file: never followed
-                key, data = got
-                node = parse_node(data, prefix + name)
-                if key[1] >= racy_from:
-                    racy[name] = data
-                files[name] = (key, node)
-                if nodes.setdefault(node.id, node) is not node:
-                    clash = True  # two files claim one id: resolved below (rare)
-                if node.seq > max_seq:
-                    max_seq = node.seq
+                    if name.startswith("."):
+                        if name.endswith(".tmp") and older_than(entry, stale_from):
+                            temps.append(name)
+                        continue
+                    if not name.endswith(".json"):
+                        continue
+                    got = read_node_file(name, dfd)
+                    if got is None:
+                        continue  # vanished, or not a regular file: never followed
+                    key, data = got
+                    node = parse_node(data, prefix + name)
+                    if key[1] >= racy_from:
+                        racy[name] = data
+                    files[name] = (key, node)
+                    if nodes.setdefault(node.id, node) is not node:
+                        clash = True  # two files claim one id: resolved below (rare)
+                    if node.seq > max_seq:
+                        max_seq = node.seq
         self.parses += len(files)
         self.files, self._racy, self.stale_temps = files, racy, temps
         if not files:
