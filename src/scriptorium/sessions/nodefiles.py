@@ -1,6 +1,7 @@
-"""Low-level reads of a session directory: one node file (fingerprint and bytes, never
-through a symlink), the generation token other processes of ours change after they write, and
-a pause of the cyclic GC for bulk loads. Kept apart so the index holds only bookkeeping."""
+"""Low-level reads of a session directory: a descriptor of ``history/`` to scan through, one
+node file (fingerprint and bytes, never through a symlink), the generation token other
+processes of ours change after they write, and a pause of the cyclic GC for bulk loads. Kept
+apart so the index holds only bookkeeping."""
 
 from __future__ import annotations
 
