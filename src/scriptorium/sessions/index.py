@@ -211,13 +211,7 @@ class SessionIndex(NodeGraph):
                         racy[name] = data
                     if old is not None and old[0] == key and self._racy.get(name) == data:
                         continue  # racily clean, but the bytes prove it unchanged
-                    node = parse_node(data, prefix + name)
-                    self.parses += 1
-                    if old is None or old[1].to_json() != node.to_json():
-                        changed = True
-                        if not self.stage_all:
-                            self.uncommitted.add("history/" + name)
-                    self._put(name, key, node)
+                    changed |= self._take(name, key, data, prefix + name)
         gone = [n for n in files if n not in seen] if len(seen) != len(files) else []
         for name in gone:
             del files[name]
@@ -227,6 +221,18 @@ class SessionIndex(NodeGraph):
             changed = True
         self._racy = racy
         self.stale_temps = temps
+        return changed
+
+    def _take(self, name: str, key: StatKey, data: bytes, path: str) -> bool:
+        """Parse a new or re-read node file and teach the index; True when its content
+        changed (a changed file is staged for the next commit)."""
+        old = self.files.get(name)
+        node = parse_node(data, path)
+        self.parses += 1
+        changed = old is None or old[1].to_json() != node.to_json()
+        if changed and not self.stage_all:
+            self.uncommitted.add("history/" + name)
+        self._put(name, key, node)
         return changed
 
     def _recheck_recent(self, now: int) -> bool:
@@ -241,13 +247,7 @@ class SessionIndex(NodeGraph):
                 return self._scan(now, True)  # vanished or replaced: the scan sorts it out
             key, now_data = got
             if old is None or old[0] != key or now_data != data:
-                node = parse_node(now_data, path)
-                self.parses += 1
-                if old is None or old[1].to_json() != node.to_json():
-                    changed = True
-                    if not self.stage_all:
-                        self.uncommitted.add("history/" + name)
-                self._put(name, key, node)
+                changed |= self._take(name, key, now_data, path)
             if key[1] >= now - RACY_NS:
                 self._racy[name] = now_data
             else:
