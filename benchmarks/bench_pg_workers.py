@@ -62,6 +62,7 @@ from worker_procs import (CpuMeter, RawHome, baseline_src, env, load,  # noqa: E
                           run_workers)
 
 WORKERS = (1, 2, 4)
+PROFILE: Path | None = None  # --profile: each memory worker's cProfile stats go under here
 
 
 # -- 1. the queue alone ----------------------------------------------------------------------
@@ -226,10 +227,16 @@ def memory_run(base: str, sessions: int, turns: int, count: int, kill_s: float |
     pg = RawHome(url)
     meter = CpuMeter(pg)
 
+    profile: list[str] = []
+    if PROFILE is not None:  # one directory per run: <code>-<workers>w[-kill]
+        where = PROFILE / f"{src.parent.name}-{count}w{'-kill' if kill_s else ''}"
+        where.mkdir(parents=True, exist_ok=True)
+        profile = ["--profile", str(where)]
+
     def spawn(i: int, out: Any) -> subprocess.Popen:  # what `memory work --drain` runs
         return subprocess.Popen([sys.executable, str(PROC), url, "--name", f"m{i}",
-                                 "--memory", "--drain", "--until-idle", "--interval", "2"],
-                                stdout=out, stderr=subprocess.DEVNULL, env=env(src))
+                                 "--memory", "--drain", "--until-idle", "--interval", "2",
+                                 *profile], stdout=out, stderr=subprocess.DEVNULL, env=env(src))
 
     def pending_jobs() -> int:
         with pg.connection() as conn:
@@ -406,6 +413,10 @@ def main() -> int:
     ap.add_argument("--baseline-src", default=None,
                     help="the baseline's src/ directory, already checked out (instead of "
                          "exporting --baseline-rev from this repository)")
+    ap.add_argument("--workers", default="1,2,4",
+                    help="the worker counts of the memory section (the SIGKILL run uses 4)")
+    ap.add_argument("--profile", default=None, type=Path,
+                    help="write each memory worker's cProfile stats under this directory")
     ap.add_argument("--seed", nargs=4, metavar=("URL", "SESSIONS", "TURNS", "SHARED"),
                     help=argparse.SUPPRESS)  # a child: seed one home with the code it runs
     args = ap.parse_args()
@@ -418,6 +429,8 @@ def main() -> int:
         seed_sessions(mem.store, int(sessions), int(turns), int(shared))
         mem.close()
         return 0
+    global PROFILE
+    PROFILE = args.profile
     if args.quick:
         args.sessions, args.turns = 100, 10
     if args.kill_every is None:
@@ -444,7 +457,8 @@ def main() -> int:
                 srcs[args.baseline_rev] = baseline_src(args.baseline_rev, Path(
                     stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-base-"))))
             found = memory_section(args.url, args.sessions, args.turns, args.kill_every,
-                                   srcs=srcs)
+                                   srcs=srcs, kill=args.kill_every > 0, counts=tuple(
+                                       int(n) for n in args.workers.split(",")))
             for name, rows in found.items():
                 show_memory(f"memory work (embedded writer), every session its own subject: "
                             f"{name}", rows)

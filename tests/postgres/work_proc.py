@@ -54,7 +54,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--idle", type=float, default=0.0)
     ap.add_argument("--interval", type=float, default=3600.0)
     ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--profile", default=None,
+                    help="write this worker's cProfile stats into this directory")
     args = ap.parse_args(argv)
+    if args.memory and args.profile:
+        import cProfile
+
+        prof = cProfile.Profile(time.process_time)  # CPU, not wall: the machine is shared
+        try:
+            return prof.runcall(memory_worker, args)
+        finally:
+            prof.dump_stats(os.path.join(args.profile, f"{args.name}-{os.getpid()}.prof"))
     if args.memory:
         return memory_worker(args)
     pg = PgHome.open(args.url)

@@ -44,6 +44,12 @@ class MirrorPlace(Protocol):
 
     def in_write_step(self) -> bool: ...
 
+    def install_summaries(self, rows: dict[str, str]) -> None: ...
+
+    def stored_summaries(self) -> set[str]: ...
+
+    def topic_bytes(self, rel: str) -> bytes | None: ...
+
 
 def summary_json(summary: TopicSummary) -> str:
     """A summary as stored (no fingerprint: it names a version, not a local file)."""
@@ -74,19 +80,22 @@ class PgTopicCatalog(TopicCatalog):
 
     def refresh(self, hold: int | None = None) -> "PgTopicCatalog":
         """Learn the topic files the mirror changed since the last refresh: the stored
-        summary of that exact version when there is one, else a parse of the file. Outside
-        a write step (upkeep, readers) the mirror is also walked as a directory catalog
-        walks ``topics/``, so a file written into it by hand is seen; a write step never
-        walks (its cost follows the batch, not the number of topics)."""
+        summary of that exact version when there is one, else a parse of the file, all in
+        one write of the catalog. Outside a write step (upkeep, readers) the mirror is also
+        walked as a directory catalog walks ``topics/``, so a file written into it by hand
+        is seen; a write step never walks (its cost follows the batch, not the number of
+        topics)."""
         with self._lock:
             if hold is not None and hold == self._fresh_hold:
                 return self
+            learnt: list[TopicSummary | str] = []
             for rel, summary in self.workspace.mirror_changes().items():
                 if summary is None:
-                    self._learn(rel)
+                    learnt.append(self._parsed(rel))
                 else:
-                    self._put(summary)
+                    learnt.append(summary)
                     self.shared += 1
+            self._write(learnt, [], 0)
             if not self.workspace.in_write_step():
                 super().refresh(hold)
                 return self
@@ -94,23 +103,37 @@ class PgTopicCatalog(TopicCatalog):
             self._fresh_hold = hold
             return self
 
-    def _learn(self, rel: str) -> None:
-        try:
-            data = (Path(self.root) / rel).read_bytes()
-        except OSError:
-            self._drop(rel)
-            return
-        self._put(summarize(parse_topic_bytes(data, rel, strict=False), self.sources,
-                            sha=sha256(data), title=title_of(data)))
+    def _parsed(self, rel: str) -> "TopicSummary | str":
+        """The summary of the mirror's ``rel``, parsed (its path alone: gone)."""
+        data = self.workspace.topic_bytes(rel)
+        if data is None:
+            return rel
         self.parses += 1
+        return summarize(parse_topic_bytes(data, rel, strict=False), self.sources,
+                         sha=sha256(data), title=title_of(data))
+
+    def installing(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
+                   resolve: Resolve | None = None) -> None:
+        """An install is about to publish ``docs``: hand their summaries to the workspace,
+        which stores them in the install's own database transaction, so no other worker
+        ever sees those files without their summaries (and parses them)."""
+        rows = {}
+        for rel, doc in docs.items():
+            body = data.get(rel)
+            if doc is not None and body is not None:
+                rows[rel] = summary_json(summarize(doc, self.sources, sha=sha256(body),
+                                                   resolve=resolve, title=title_of(body)))
+        self.workspace.install_summaries(rows)
 
     def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
                   resolve: Resolve | None = None) -> None:
-        """Learn an install (as the directory catalog does) and store its summaries for
-        every other worker of the home."""
+        """Learn an install (as the directory catalog does); the summaries went to the
+        database with it (:meth:`installing`), or are stored now (an install that did not
+        say it was coming)."""
         super().installed(docs, data, resolve)
+        stored = self.workspace.stored_summaries()
         with self._lock:
-            summaries = {rel: self.summary(rel) for rel in docs}
+            summaries = {rel: self.summary(rel) for rel in docs if rel not in stored}
         rows = [(rel, version, summary_json(s)) for rel, s in sorted(summaries.items())
                 if s is not None and (version := self.workspace.version_of(rel)) is not None]
         if rows:

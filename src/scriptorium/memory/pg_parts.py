@@ -231,13 +231,29 @@ class PgBlockedBranches(BlockedBranches):
 class PgSourceArchive(SourceArchive):
     """The evidence archive of a mirror: a batch's frames go to the database first (one
     transaction for the whole batch), then into the mirror's files, so what the database
-    holds is never behind what a writer in this process could cite."""
+    holds is never behind what a writer in this process could cite.
+
+    The mirror holds only the archive files this process read or wrote: a file is fetched
+    when it is first read (``fetch``, before every load), and the case-folding collision
+    check asks the workspace's index of every path the database holds (``entries``), not
+    the mirror's directories, which lack the files nobody here read."""
 
     def __init__(self, workspace_root: Path, tmp_dir: Path | None,
-                 publish: Callable[[dict[str, bytes | None]], None]) -> None:
+                 publish: Callable[[dict[str, bytes | None]], None],
+                 fetch: Callable[[str], None] = lambda rel: None,
+                 entries: Callable[[str], list[str]] | None = None) -> None:
         super().__init__(workspace_root, tmp_dir=tmp_dir)
         self._publish = publish
+        self._fetch = fetch
+        self._index = entries
         self._pending: dict[str, tuple[str, Any]] | None = None
+
+    def _load(self, rel: str) -> Any:
+        self._fetch(rel)
+        return super()._load(rel)
+
+    def _entries(self, parent: str) -> list[str]:
+        return self._index(parent) if self._index is not None else super()._entries(parent)
 
     def archive(self, records: list[SourceRecord]) -> list[str]:
         self._pending = {}
@@ -317,3 +333,28 @@ class PgBlockOrder:
         state = read_counters(saved)
         state.creation_order.update(dict(ranked))
         return state.dumps().encode("utf-8")
+
+
+class PathIndex:
+    """Every memory path the database holds, as directory listings (parent -> names): what
+    the archive's collision check would list in a complete mirror, kept from the rows each
+    refresh sees, so a mirror holding only what its jobs touched still refuses a path that
+    collides with a file it never fetched."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, set[str]] = {}
+
+    def clear(self) -> None:
+        self._names.clear()
+
+    def add(self, rel: str) -> None:
+        parts = rel.split("/")
+        for depth in range(len(parts)):
+            self._names.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
+
+    def remove(self, rel: str) -> None:
+        parent, _, name = rel.rpartition("/")
+        self._names.get(parent, set()).discard(name)
+
+    def entries(self, parent: str) -> list[str]:
+        return sorted(self._names.get(parent, ()))

@@ -51,7 +51,7 @@ from .failures import BlockedBranches
 from .catalog import TopicSummary
 from .pg_catalog import PgTopicCatalog, summary_of
 from .pg_copies import CopyOps
-from .pg_parts import (AdvisoryLocks, PgBlockedBranches, PgBlockOrder, PgHistory,
+from .pg_parts import (AdvisoryLocks, PathIndex, PgBlockedBranches, PgBlockOrder, PgHistory,
                        PgSourceArchive, lock_key, read_counters)
 from .workspace import Workspace
 
@@ -115,7 +115,13 @@ class PgWorkspace(CopyOps, Workspace):
         super().__init__(root)
         self.pg = pg
         self.git = PgHistory(pg)  # type: ignore[assignment]
-        self.sources = PgSourceArchive(self.root, self.runtime_dir, self._publish_sources)
+        self._paths = PathIndex()  # every path the database holds (the collision check)
+        # archive files the database holds in a version the mirror does not (path ->
+        # version): fetched when first read in a write step, by any refresh outside one
+        self._remote: dict[str, int] = {}
+        self.fetched_archive = 0  # archive files the mirror pulled from the database (tests)
+        self.sources = PgSourceArchive(self.root, self.runtime_dir, self._publish_sources,
+                                       fetch=self._fetch, entries=self._paths.entries)
         self._key = lock_key(pg.target.schema)
         self._locks = AdvisoryLocks(pg, pg.target.display)
         self._local = threading.local()
@@ -265,18 +271,21 @@ class PgWorkspace(CopyOps, Workspace):
     def refresh(self, *, full: bool = False, counters: bool | None = None) -> None:
         """Pull every row written since the mirror's generation (``full``: everything) and
         write or delete the mirror files that differ. One repeatable-read snapshot, so the
-        mirror lands on exactly one generation. The counters file (with the whole block
-        order, which grows with memory) is assembled only outside a write step unless
-        ``counters`` says otherwise: nothing in a step reads it (:meth:`load_runtime`)."""
+        mirror lands on exactly one generation. Inside a write step the archive files are
+        not pulled, only noted (:meth:`_fetch` pulls the few a job reads), and the counters
+        file (with the whole block order, which grows with memory) is not assembled unless
+        ``counters`` says so: nothing in a step reads it (:meth:`load_runtime`)."""
         if full:
-            self._generation, self._have = 0, {}
+            self._generation, self._have, self._remote = 0, {}, {}
             self._runtime_at = self._counters_seen = None
         in_step = not counters if counters is not None else getattr(self._local, "step", False)
+        lazy = getattr(self._local, "step", False)
         runtime: list[bytes | None] = []  # the assembled counters file, when it changed
         marker: Any = self._counters_seen
         repull = set(self._repull)
         with self.pg.connection() as conn:
-            if not repull and (in_step or self._runtime_at == self._generation):
+            if not repull and (lazy or not self._remote) and (
+                    in_step or self._runtime_at == self._generation):
                 conn.autocommit = True  # the common case, nothing new: one round trip
                 try:
                     now = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
@@ -288,11 +297,13 @@ class PgWorkspace(CopyOps, Workspace):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 generation = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
                 if generation == self._generation and not repull and (
-                        in_step or self._runtime_at == generation):
+                        lazy or not self._remote) and (in_step or self._runtime_at == generation):
                     return
-                rows = conn.execute("SELECT path, version FROM memory_files WHERE version > %s",
-                                    (self._generation,)).fetchall()
-                wanted = [path for path, version in rows if self._have.get(path) != version]
+                rows = conn.execute("SELECT path, version, content IS NULL FROM memory_files "
+                                    "WHERE version > %s", (self._generation,)).fetchall()
+                if self._generation == 0:
+                    self._paths.clear()
+                wanted = self._note(rows, lazy)
                 wanted += sorted(repull - set(wanted))
                 # each topic with its summary of that very version, when its install stored one
                 contents = conn.execute(
@@ -308,7 +319,9 @@ class PgWorkspace(CopyOps, Workspace):
         for path, content, version, summary in contents:
             if path != RUNTIME_FILE:
                 self._write_mirror(path, None if content is None else bytes(content))
+                self.fetched_archive += path.startswith("sources/")
             self._have[path] = version
+            self._remote.pop(path, None)
             if path.startswith("topics/"):
                 with self._changed_guard:
                     self._changed[path] = summary_of(path, summary) \
@@ -322,6 +335,44 @@ class PgWorkspace(CopyOps, Workspace):
         if not in_step:
             self._runtime_at, self._counters_seen = generation, marker
         self._generation = generation
+
+    def _note(self, rows: list[tuple[str, int, bool]], lazy: bool) -> list[str]:
+        """Take the (path, version, deleted) rows a refresh found into the path index; the
+        paths whose content to pull now: every file the mirror holds in another version,
+        except (``lazy``) archive files, which are noted as remote (a stale copy dropped)
+        and pulled when read. Outside a write step the remote ones are pulled too."""
+        wanted = []
+        for path, version, deleted in rows:
+            if deleted:
+                self._paths.remove(path)
+            else:
+                self._paths.add(path)
+            if self._have.get(path) == version:
+                continue
+            if lazy and path.startswith("sources/"):
+                if self._have.pop(path, None) is not None:
+                    with contextlib.suppress(OSError, CorruptFile):
+                        self._write_mirror(path, None)
+                self._remote[path] = version
+                continue
+            wanted.append(path)
+        if not lazy:
+            wanted += [path for path in self._remote if path not in wanted]
+        return wanted
+
+    def _fetch(self, rel: str) -> None:
+        """Pull the archive file ``rel`` if the database holds a version the mirror does
+        not (see :meth:`refresh`): the one file a read in a write step needs."""
+        if rel not in self._remote:
+            return
+        with self.pg.connection() as conn:
+            row = conn.execute("SELECT content, version FROM memory_files WHERE path = %s",
+                               (rel,)).fetchone()
+        self._write_mirror(rel, None if row is None or row[0] is None else bytes(row[0]))
+        self.fetched_archive += 1
+        self._remote.pop(rel, None)
+        if row is not None:
+            self._have[rel] = row[1]
 
     def revision(self) -> str:
         """The revision of memory as the database holds it now (the mirror pulled first)."""
@@ -354,6 +405,22 @@ class PgWorkspace(CopyOps, Workspace):
             changed, self._changed = self._changed, {}
         return changed
 
+    def install_summaries(self, rows: dict[str, str]) -> None:
+        """The summaries (path -> stored form) of the topic files the next install of this
+        thread writes: stored in its own database transaction (:meth:`_push`)."""
+        self._local.summaries = rows
+
+    def stored_summaries(self) -> set[str]:
+        """The paths whose summaries this thread's last install stored with it."""
+        return set(getattr(self._local, "stored", ()))
+
+    def topic_bytes(self, rel: str) -> bytes | None:
+        """The mirror's copy of the topic file ``rel`` (None: it has none)."""
+        try:
+            return (self.root / rel).read_bytes()
+        except OSError:
+            return None
+
     def version_of(self, rel: str) -> int | None:
         """The version of ``rel`` the mirror holds (None: not one the database gave it)."""
         return self._have.get(rel)
@@ -384,6 +451,9 @@ class PgWorkspace(CopyOps, Workspace):
         for rel in writes:
             if not _is_memory_path(rel):
                 raise CorruptFile(f"refusing to store {rel!r}: not a memory path")
+        summaries: dict[str, str] = getattr(self._local, "summaries", {}) \
+            if revision is not None else {}
+        self._local.summaries, self._local.stored = {}, set()
         began = time.perf_counter()
         with self.pg.connection() as conn, self._timed(began):
             with conn.transaction():
@@ -429,10 +499,24 @@ class PgWorkspace(CopyOps, Workspace):
                             "VALUES (%s, %s, %s)",
                             [(generation, rel, data) for rel, data in sorted(writes.items())
                              if rel.startswith("topics/")])
+                        if summaries:  # other workers take these instead of parsing
+                            cur.executemany(
+                                "INSERT INTO memory_topic_summaries (path, version, summary) "
+                                "VALUES (%s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
+                                "version = EXCLUDED.version, summary = EXCLUDED.summary "
+                                "WHERE memory_topic_summaries.version < EXCLUDED.version",
+                                [(rel, generation, body) for rel, body in sorted(summaries.items())
+                                 if writes.get(rel) is not None])
                 for hook in self._in_transaction:
                     hook(self, writes, conn)
         for rel in writes:
             self._have[rel] = generation
+            self._remote.pop(rel, None)
+            if writes[rel] is None:
+                self._paths.remove(rel)
+            else:
+                self._paths.add(rel)
+        self._local.stored = {rel for rel in summaries if writes.get(rel) is not None}
         if generation == self._generation + 1:
             self._generation = generation
         return generation

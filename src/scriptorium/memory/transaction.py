@@ -473,6 +473,9 @@ class _Plan:
                     state.creation_order[block_id] = rank
                     rank += 1
             writes[f"{ws.runtime_name}/runtime.json"] = state.dumps().encode("utf-8")
+        installing = getattr(self.catalog, "installing", None)
+        if installing is not None:  # a database home stores the summaries with the install
+            installing(self.docs, self.writes, self.plain)
         published = ws.publish(writes, message, self.created, self.removed, tx.base)
         try:
             install_files(ws, tx.dir, tx.id, writes)

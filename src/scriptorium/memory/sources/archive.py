@@ -337,15 +337,20 @@ class SourceArchive:
                 parent = "/".join(parts[: depth - 1])
                 name = parts[depth - 1]
                 if parent not in listed:
-                    try:
-                        listed[parent] = os.listdir(self._abs(parent) if parent else self.root)
-                    except OSError:
-                        listed[parent] = []
+                    listed[parent] = self._entries(parent)
                 for entry in listed[parent]:
                     if entry != name and fold_name(entry) == fold_name(name):
                         where = f"{parent}/{entry}" if parent else entry
                         raise SourcePathCollision(f"source archive path {rel} collides with "
                                                   f"existing {where} under case folding")
+
+    def _entries(self, parent: str) -> list[str]:
+        """The names in the archive directory ``parent`` ("" is the workspace root), for the
+        collision check (an archive kept elsewhere answers from its own index)."""
+        try:
+            return os.listdir(self._abs(parent) if parent else self.root)
+        except OSError:
+            return []
 
     def _replace(self, rel: str, text: str, parsed: V2Parse | None = None) -> None:
         """Replace ``rel`` with ``text``; ``parsed`` (the strict parse of ``text``, made to
