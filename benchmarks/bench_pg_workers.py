@@ -248,6 +248,7 @@ def memory_run(base: str, sessions: int, turns: int, count: int, kill_s: float |
     mem, why = pg_memory(url)
     if mem is None:
         return {"what": label, "missing": why}
+    per_worker = [worker_figures(out) for out in run["outputs"]]
     events = [json.loads(line) for out in run["outputs"] for line in out.splitlines()
               if line.startswith("{")]
     jobs = [e for e in events if e.get("event") == "job"]
@@ -279,9 +280,34 @@ def memory_run(base: str, sessions: int, turns: int, count: int, kill_s: float |
                  "load": load(),
                  "duplicates": f"{sum(n - 1 for n in marked.values() if n > 1)} / "
                                f"{sum((cited - clean).values())}",
-                 "omissions": owed(mem), "killed": bool(kill_s)}
+                 "omissions": owed(mem), "killed": bool(kill_s), "per_worker": per_worker}
     mem.close()
     return row
+
+
+def worker_figures(out: str) -> dict[str, Any]:
+    """One worker process's jobs, turns written and CPU after start-up (None: it was
+    killed before it could say)."""
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    jobs = [e for e in events if e.get("event") == "job"]
+    ready = next((e["cpu"] for e in events if e.get("event") == "ready"), None)
+    end = next((e.get("cpu") for e in events if e.get("event") == "summary"), None)
+    return {"jobs": len(jobs), "turns": sum(len(j.get("marked", [])) for j in jobs),
+            "cpu_s": None if ready is None or end is None else end - ready}
+
+
+def show_workers(rows: list[dict]) -> None:
+    """Each run's workers: jobs, turns, and CPU per turn after start-up (a worker's own
+    cost, which should not grow with the number of workers)."""
+    print("\nPer worker (jobs / turns / own CPU ms per turn after start-up; killed: n/a):")
+    for r in rows:
+        parts = []
+        for i, w in enumerate(r.get("per_worker", [])):
+            cpu = "n/a" if w["cpu_s"] is None or not w["turns"] else \
+                f"{w['cpu_s'] / w['turns'] * 1000:.2f}"
+            parts.append(f"w{i} {w['jobs']}/{w['turns']}/{cpu}")
+        if parts:
+            print(f"- {r['what']}: " + ", ".join(parts))
 
 
 def show_memory(title: str, rows: list[dict]) -> None:
@@ -323,9 +349,11 @@ def show_breakdown(rows: list[dict], cores: int) -> None:
     if one.get("serial"):
         print(f"; publishing ({one['serial'] * 100:.0f} % of its time) caps any number "
               f"of workers at {1 / one['serial']:.1f}x (Amdahl)", end="")
-    print(". Measured CPU per turn at N workers: " + ", ".join(
-        f"{r['workers']}: {r['cpu_ms'] + r['server_ms']:.2f} ms" for r in rows
-        if "turns_s" in r and not r["killed"] and r["server_ms"] is not None) + ".")
+    print(". Measured CPU per turn at N workers (÷ one worker's): " + ", ".join(
+        f"{r['workers']}{' with kills' if r['killed'] else ''}: "
+        f"{r['cpu_ms'] + r['server_ms']:.2f} ms "
+        f"({(r['cpu_ms'] + r['server_ms']) / busy:.2f}x)" for r in rows
+        if "turns_s" in r and r["server_ms"] is not None) + ".")
 
 
 def show_versus(rows: list[dict], base: list[dict], rev: str) -> None:
@@ -462,6 +490,7 @@ def main() -> int:
             for name, rows in found.items():
                 show_memory(f"memory work (embedded writer), every session its own subject: "
                             f"{name}", rows)
+                show_workers(rows)
                 show_breakdown(rows, os.cpu_count() or 1)
             if args.baseline_rev:
                 show_versus(found["ours"], found[args.baseline_rev], args.baseline_rev)

@@ -123,3 +123,16 @@ def test_an_install_stores_its_topic_summaries_in_its_own_database_transaction(h
         files = dict(conn.execute("SELECT path, version FROM memory_files WHERE "
                                   "starts_with(path, 'topics/')").fetchall())
     assert seen == [files] and files
+
+
+def test_a_mirror_just_opened_pulls_no_archive_file_and_a_walk_of_the_archive_pulls_all(homes):
+    first = homes.open(trigger_tokens=1)
+    for sid in ("a0", "a1", "a2"):
+        say(first, sid, f"Venue {sid}", f"{VENUE} ({sid})")
+        assert first.write_session(sid).failure is None
+    late = homes.open(trigger_tokens=1)  # a replacement worker: opened after the writes
+    assert mirror_archive(late) == [] and late.workspace.fetched_archive == 0
+    frames = list(late.workspace.sources.iter_frames())  # status, verify: the whole archive
+    assert sorted(f.source_id for f in frames) == sorted(
+        f.source_id for f in first.workspace.sources.iter_frames())
+    assert mirror_archive(late) == archive_rows(first) and late.workspace.fetched_archive == 3

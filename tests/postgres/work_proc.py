@@ -114,7 +114,7 @@ def memory_worker(args: argparse.Namespace) -> int:
                              on_ready=lambda: say("ready", cpu=time.process_time()),
                              on_report=lambda r: say("job", **r.to_dict()))
         worker.close()
-    say("summary", **summary.to_dict())
+    say("summary", cpu=time.process_time(), **summary.to_dict())
     return 0
 
 

@@ -414,6 +414,13 @@ class TopicCatalog:
         with self._lock:
             return self.db.summary(rel)
 
+    def sha_of(self, rel: str) -> str | None:
+        """The content hash of the committed file ``rel`` (None: no such topic), without
+        reading its blocks (a stage asks this of every file that changed)."""
+        with self._lock:
+            row = self.db.one("SELECT sha FROM files WHERE path=?", (rel,))
+        return row[0] if row else None
+
     def summaries(self) -> list[TopicSummary]:
         """Every summary, read from the file (for tests and whole-tree checks)."""
         return [s for s in map(self.summary, self.paths()) if s is not None]

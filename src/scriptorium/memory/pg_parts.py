@@ -234,23 +234,30 @@ class PgSourceArchive(SourceArchive):
     holds is never behind what a writer in this process could cite.
 
     The mirror holds only the archive files this process read or wrote: a file is fetched
-    when it is first read (``fetch``, before every load), and the case-folding collision
+    when it is first read (``fetch``, before every load; ``fetch_all`` before a walk of
+    the whole archive), and the case-folding collision
     check asks the workspace's index of every path the database holds (``entries``), not
     the mirror's directories, which lack the files nobody here read."""
 
     def __init__(self, workspace_root: Path, tmp_dir: Path | None,
                  publish: Callable[[dict[str, bytes | None]], None],
                  fetch: Callable[[str], None] = lambda rel: None,
-                 entries: Callable[[str], list[str]] | None = None) -> None:
+                 entries: Callable[[str], list[str]] | None = None,
+                 fetch_all: Callable[[], None] = lambda: None) -> None:
         super().__init__(workspace_root, tmp_dir=tmp_dir)
         self._publish = publish
         self._fetch = fetch
+        self._fetch_all = fetch_all
         self._index = entries
         self._pending: dict[str, tuple[str, Any]] | None = None
 
     def _load(self, rel: str) -> Any:
         self._fetch(rel)
         return super()._load(rel)
+
+    def _source_files(self) -> list[str]:
+        self._fetch_all()  # a walk of the whole archive: every file here first
+        return super()._source_files()
 
     def _entries(self, parent: str) -> list[str]:
         return self._index(parent) if self._index is not None else super()._entries(parent)

@@ -45,12 +45,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import CorruptFile, ReasonCode
-from ..fsutil import atomic_write_bytes, cache_writes, safe_join
-from .directory import RUNTIME_NAME, RuntimeState, WORKSPACE_ID_RE
+from ..fsutil import cache_writes
+from .directory import RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
 from .catalog import TopicSummary
-from .pg_catalog import PgTopicCatalog, summary_of
+from .pg_catalog import PgTopicCatalog
 from .pg_copies import CopyOps
+from .pg_mirror import MIRROR_PREFIX, RUNTIME_FILE, MirrorOps, is_memory_path, \
+    remove_dead_mirrors
 from .pg_parts import (AdvisoryLocks, PathIndex, PgBlockedBranches, PgBlockOrder, PgHistory,
                        PgSourceArchive, lock_key, read_counters)
 from .workspace import Workspace
@@ -58,34 +60,7 @@ from .workspace import Workspace
 if TYPE_CHECKING:  # pragma: no cover
     from ..postgres.connect import PgHome
 
-RUNTIME_FILE = f"{RUNTIME_NAME}/runtime.json"
-MIRROR_PREFIX = "scriptorium-pg-"  # + pid + "-": the process's mirror in the temp dir
-
-
-def _remove_dead_mirrors() -> None:
-    """Remove the mirrors of processes that died without cleaning up (a SIGKILLed writer):
-    ours by name (``scriptorium-pg-<pid>-…``) and owner, whose pid no longer runs."""
-    root = Path(tempfile.gettempdir())
-    try:
-        names = [n for n in os.listdir(root) if n.startswith(MIRROR_PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(MIRROR_PREFIX):].split("-", 1)[0]
-        path = root / name
-        try:
-            if not pid.isdigit() or path.is_symlink() or path.stat().st_uid != os.getuid():
-                continue
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            continue  # alive (someone else's) or unreadable: leave it
-
-
-def _is_memory_path(rel: str) -> bool:
-    """The paths a database row may name (anything else is refused, never written)."""
-    return rel.startswith(("topics/", "sources/")) or rel == RUNTIME_FILE
+__all__ = ["MIRROR_PREFIX", "RUNTIME_FILE", "PgBegin", "PgWorkspace"]
 
 
 class PgBegin:
@@ -104,7 +79,7 @@ class PgBegin:
         return False
 
 
-class PgWorkspace(CopyOps, Workspace):
+class PgWorkspace(MirrorOps, CopyOps, Workspace):
     """A memory workspace whose files are rows of a PostgreSQL home, worked on through a
     private mirror directory (see the module docstring). One per process and home is the
     intended use; several are fine (each has its own mirror and lock connection)."""
@@ -121,7 +96,8 @@ class PgWorkspace(CopyOps, Workspace):
         self._remote: dict[str, int] = {}
         self.fetched_archive = 0  # archive files the mirror pulled from the database (tests)
         self.sources = PgSourceArchive(self.root, self.runtime_dir, self._publish_sources,
-                                       fetch=self._fetch, entries=self._paths.entries)
+                                       fetch=self._fetch, entries=self._paths.entries,
+                                       fetch_all=self._fetch_all)
         self._key = lock_key(pg.target.schema)
         self._locks = AdvisoryLocks(pg, pg.target.display)
         self._local = threading.local()
@@ -146,14 +122,14 @@ class PgWorkspace(CopyOps, Workspace):
     def open_home(cls, pg: "PgHome") -> "PgWorkspace":
         """The workspace of the home ``pg`` is connected to, with a fresh mirror pulled
         from the database. The mirror is removed when the workspace is collected."""
-        _remove_dead_mirrors()
+        remove_dead_mirrors()
         base = Path(tempfile.mkdtemp(prefix=f"{MIRROR_PREFIX}{os.getpid()}-"))
         ws = cls(base / "memory", pg)
         weakref.finalize(ws, shutil.rmtree, str(base), True)
         weakref.finalize(ws, ws._locks.close)
         for path in (ws.root, ws.topics_dir, ws.sources_dir, ws.runtime_dir):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        ws.refresh()
+        ws.refresh(lazy=True)  # a worker's steps never read most of the archive
         return ws
 
     # -- the directory seams -----------------------------------------------------------------
@@ -268,111 +244,10 @@ class PgWorkspace(CopyOps, Workspace):
 
     # -- the mirror -----------------------------------------------------------------------------
 
-    def refresh(self, *, full: bool = False, counters: bool | None = None) -> None:
-        """Pull every row written since the mirror's generation (``full``: everything) and
-        write or delete the mirror files that differ. One repeatable-read snapshot, so the
-        mirror lands on exactly one generation. Inside a write step the archive files are
-        not pulled, only noted (:meth:`_fetch` pulls the few a job reads), and the counters
-        file (with the whole block order, which grows with memory) is not assembled unless
-        ``counters`` says so: nothing in a step reads it (:meth:`load_runtime`)."""
-        if full:
-            self._generation, self._have, self._remote = 0, {}, {}
-            self._runtime_at = self._counters_seen = None
-        in_step = not counters if counters is not None else getattr(self._local, "step", False)
-        lazy = getattr(self._local, "step", False)
-        runtime: list[bytes | None] = []  # the assembled counters file, when it changed
-        marker: Any = self._counters_seen
-        repull = set(self._repull)
-        with self.pg.connection() as conn:
-            if not repull and (lazy or not self._remote) and (
-                    in_step or self._runtime_at == self._generation):
-                conn.autocommit = True  # the common case, nothing new: one round trip
-                try:
-                    now = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
-                finally:
-                    conn.autocommit = False
-                if now == self._generation:
-                    return
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                generation = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
-                if generation == self._generation and not repull and (
-                        lazy or not self._remote) and (in_step or self._runtime_at == generation):
-                    return
-                rows = conn.execute("SELECT path, version, content IS NULL FROM memory_files "
-                                    "WHERE version > %s", (self._generation,)).fetchall()
-                if self._generation == 0:
-                    self._paths.clear()
-                wanted = self._note(rows, lazy)
-                wanted += sorted(repull - set(wanted))
-                # each topic with its summary of that very version, when its install stored one
-                contents = conn.execute(
-                    "SELECT f.path, f.content, f.version, s.summary FROM memory_files f "
-                    "LEFT JOIN memory_topic_summaries s ON s.path = f.path "
-                    "AND s.version = f.version WHERE f.path = ANY(%s)", (wanted,)).fetchall() \
-                    if wanted else []
-                if not in_step and self._runtime_at != generation:
-                    marker = self._order.marker(conn)
-                    if marker != self._counters_seen:
-                        runtime.append(self._order.file(conn))
-        self._repull -= repull
-        for path, content, version, summary in contents:
-            if path != RUNTIME_FILE:
-                self._write_mirror(path, None if content is None else bytes(content))
-                self.fetched_archive += path.startswith("sources/")
-            self._have[path] = version
-            self._remote.pop(path, None)
-            if path.startswith("topics/"):
-                with self._changed_guard:
-                    self._changed[path] = summary_of(path, summary) \
-                        if summary is not None and content is not None else None
-        with self._changed_guard:
-            for path in repull - {row[0] for row in contents}:
-                if path.startswith("topics/"):
-                    self._changed[path] = None  # gone from the database too
-        if runtime:
-            self._write_mirror(RUNTIME_FILE, runtime[0])
-        if not in_step:
-            self._runtime_at, self._counters_seen = generation, marker
-        self._generation = generation
-
-    def _note(self, rows: list[tuple[str, int, bool]], lazy: bool) -> list[str]:
-        """Take the (path, version, deleted) rows a refresh found into the path index; the
-        paths whose content to pull now: every file the mirror holds in another version,
-        except (``lazy``) archive files, which are noted as remote (a stale copy dropped)
-        and pulled when read. Outside a write step the remote ones are pulled too."""
-        wanted = []
-        for path, version, deleted in rows:
-            if deleted:
-                self._paths.remove(path)
-            else:
-                self._paths.add(path)
-            if self._have.get(path) == version:
-                continue
-            if lazy and path.startswith("sources/"):
-                if self._have.pop(path, None) is not None:
-                    with contextlib.suppress(OSError, CorruptFile):
-                        self._write_mirror(path, None)
-                self._remote[path] = version
-                continue
-            wanted.append(path)
-        if not lazy:
-            wanted += [path for path in self._remote if path not in wanted]
-        return wanted
-
-    def _fetch(self, rel: str) -> None:
-        """Pull the archive file ``rel`` if the database holds a version the mirror does
-        not (see :meth:`refresh`): the one file a read in a write step needs."""
-        if rel not in self._remote:
-            return
-        with self.pg.connection() as conn:
-            row = conn.execute("SELECT content, version FROM memory_files WHERE path = %s",
-                               (rel,)).fetchone()
-        self._write_mirror(rel, None if row is None or row[0] is None else bytes(row[0]))
-        self.fetched_archive += 1
-        self._remote.pop(rel, None)
-        if row is not None:
-            self._have[rel] = row[1]
+    def revision_files(self) -> list[str]:
+        """Every file of memory (the archive files a write step left remote pulled first)."""
+        self._fetch_all()
+        return super().revision_files()
 
     def revision(self) -> str:
         """The revision of memory as the database holds it now (the mirror pulled first)."""
@@ -398,13 +273,6 @@ class PgWorkspace(CopyOps, Workspace):
         """This mirror's topic catalog (see :mod:`.pg_catalog`; ``TopicCatalog.of`` asks)."""
         return PgTopicCatalog(self)
 
-    def mirror_changes(self) -> dict[str, TopicSummary | None]:
-        """The topic files the refreshes wrote since the last call, with their stored
-        summaries (the catalog's whole view of what changed: nothing else edits a mirror)."""
-        with self._changed_guard:
-            changed, self._changed = self._changed, {}
-        return changed
-
     def install_summaries(self, rows: dict[str, str]) -> None:
         """The summaries (path -> stored form) of the topic files the next install of this
         thread writes: stored in its own database transaction (:meth:`_push`)."""
@@ -413,28 +281,6 @@ class PgWorkspace(CopyOps, Workspace):
     def stored_summaries(self) -> set[str]:
         """The paths whose summaries this thread's last install stored with it."""
         return set(getattr(self._local, "stored", ()))
-
-    def topic_bytes(self, rel: str) -> bytes | None:
-        """The mirror's copy of the topic file ``rel`` (None: it has none)."""
-        try:
-            return (self.root / rel).read_bytes()
-        except OSError:
-            return None
-
-    def version_of(self, rel: str) -> int | None:
-        """The version of ``rel`` the mirror holds (None: not one the database gave it)."""
-        return self._have.get(rel)
-
-    def _write_mirror(self, rel: str, data: bytes | None) -> None:
-        if not _is_memory_path(rel):
-            raise CorruptFile(f"{self.location}: memory_files names {rel!r}, which is not a "
-                              "memory path (topics/, sources/ or the runtime counters)")
-        target = safe_join(self.root, rel, "memory path")
-        if data is None:
-            target.unlink(missing_ok=True)
-            return
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        atomic_write_bytes(target, data, durable=False, tmp_dir=self.runtime_dir)
 
     def _push(self, writes: dict[str, bytes | None], revision: dict[str, Any] | None = None,
               base: dict[str, int] | None = None) -> int:
@@ -449,7 +295,7 @@ class PgWorkspace(CopyOps, Workspace):
         from .transaction import StaleTransaction
 
         for rel in writes:
-            if not _is_memory_path(rel):
+            if not is_memory_path(rel):
                 raise CorruptFile(f"refusing to store {rel!r}: not a memory path")
         summaries: dict[str, str] = getattr(self._local, "summaries", {}) \
             if revision is not None else {}
@@ -555,14 +401,6 @@ class PgWorkspace(CopyOps, Workspace):
         except BaseException:
             self._forget_mirror(pending)
             raise
-
-    def _forget_mirror(self, paths: Iterable[str]) -> None:
-        """Drop ``paths`` from the mirror; the next refresh pulls them again."""
-        for rel in paths:
-            self._have.pop(rel, None)
-            self._repull.add(rel)
-            with contextlib.suppress(OSError, CorruptFile):
-                self._write_mirror(rel, None)
 
     def publish(self, writes: dict[str, bytes | None], message: str, created: list[str],
                 removed: list[str], base: Any) -> str | None:

@@ -199,12 +199,12 @@ class Stage:
             self._sync_all(workspace, catalog)
         else:
             for rel in sorted(changed):
-                summary = catalog.summary(rel)
+                sha = catalog.sha_of(rel)
                 known = self.files.get(rel)
-                if summary is None:
+                if sha is None:
                     if known is not None:
                         self.drop(rel)
-                elif known is None or known[1] != summary.sha:
+                elif known is None or known[1] != sha:
                     self._copy(workspace, rel)
         self.synced = seq
 
