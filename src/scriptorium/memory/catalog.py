@@ -111,7 +111,7 @@ def _targets(doc: TopicDoc, block) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _name_keys(summary: TopicSummary) -> list[str]:
+def name_keys(summary: TopicSummary) -> list[str]:
     keys = [f"stem:{posixpath.basename(summary.path)[:-3]}"]
     if slug(summary.title):
         keys.append(f"title:{slug(summary.title)}")
@@ -327,7 +327,7 @@ class TopicCatalog:
                 if isinstance(item, str):
                     db.drop(item)
                 else:
-                    db.put(item, _name_keys(item), _key_of(keys, item.path))
+                    db.put(item, name_keys(item), _key_of(keys, item.path))
             for rel, fp in touched:
                 db.touch(rel, fp, now)
         learnt.clear()

@@ -22,8 +22,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, sha256, summarize, \
-    title_of
+from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, name_keys, sha256, \
+    summarize, title_of
 from .topics import TopicDoc, parse_topic_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,19 +89,33 @@ class PgTopicCatalog(TopicCatalog):
             if hold is not None and hold == self._fresh_hold:
                 return self
             learnt: list[TopicSummary | str] = []
+            shared: list[TopicSummary] = []
             for rel, summary in self.workspace.mirror_changes().items():
                 if summary is None:
                     learnt.append(self._parsed(rel))
                 else:
-                    learnt.append(summary)
-                    self.shared += 1
+                    shared.append(summary)
             self._write(learnt, [], 0)
+            self._take(shared)
             if not self.workspace.in_write_step():
                 super().refresh(hold)
                 return self
             self._resolve_again()
             self._fresh_hold = hold
             return self
+
+    def _take(self, shared: list[TopicSummary]) -> None:
+        """Record summaries other writers stored, in one write. Their footnotes are kept
+        without the key of the archive file each was resolved in (that file is in the
+        database, seldom in this mirror): :meth:`resolutions` does not vouch for them, so
+        an install that touches such a topic resolves its footnotes again."""
+        if not shared:
+            return
+        db = self.db
+        with db.transaction():
+            for summary in shared:
+                db.put(summary, name_keys(summary))
+        self.shared += len(shared)
 
     def _parsed(self, rel: str) -> "TopicSummary | str":
         """The summary of the mirror's ``rel``, parsed (its path alone: gone)."""

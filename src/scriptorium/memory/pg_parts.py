@@ -234,10 +234,10 @@ class PgSourceArchive(SourceArchive):
     holds is never behind what a writer in this process could cite.
 
     The mirror holds only the archive files this process read or wrote: a file is fetched
-    when it is first read (``fetch``, before every load; ``fetch_all`` before a walk of
-    the whole archive), and the case-folding collision
-    check asks the workspace's index of every path the database holds (``entries``), not
-    the mirror's directories, which lack the files nobody here read."""
+    when it is first read (``fetch``, before every load; ``fetch_all`` before a walk of the
+    whole archive), and the case-folding collision check asks the workspace's index of
+    every path the database holds (``entries``), not the mirror's directories, which lack
+    the files nobody here read."""
 
     def __init__(self, workspace_root: Path, tmp_dir: Path | None,
                  publish: Callable[[dict[str, bytes | None]], None],
