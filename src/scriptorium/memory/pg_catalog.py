@@ -11,9 +11,9 @@ database home neither is needed per job:
   hand, so no walk of ``topics/`` (no per-job cost that grows with the number of topics);
 * each install stores the summaries of the topic files it wrote (``memory_topic_summaries``,
   keyed by the file's version: a summary is only ever used for the exact bytes it
-  describes), and the mirror's refresh fetches them with the files, so another worker takes
-  a summary instead of parsing; a file whose summary is missing (its writer died between
-  install and summary, or an older program wrote it) is parsed as before.
+  describes) in its own database transaction, and the mirror's refresh fetches them with
+  the files, so another worker takes a summary instead of parsing; a file whose summary is
+  missing (written by a home copy, by hand, or by an older program) is parsed as before.
 """
 
 from __future__ import annotations

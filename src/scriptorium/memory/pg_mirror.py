@@ -1,14 +1,16 @@
 """A PostgreSQL workspace's mirror: the private directory the writers and readers work in,
 pulled from the database by generation (see :mod:`.pg_workspace`).
 
-What a pull fetches follows the work: every topic file that moved (its stored summary with
-it, so the catalog need not parse it), but inside a write step no archive file of another
-session. Those are noted as remote and fetched one by one when something reads them (the
-archive asks :meth:`MirrorOps._fetch` before each load); any pull outside a step (verify,
-status, search, upkeep) brings them all. The collision check of the archive asks the index
-of every path the database holds (:class:`~.pg_parts.PathIndex`), kept from the same rows,
-so a file the mirror never fetched still counts. Mixed into
-:class:`~.pg_workspace.PgWorkspace`, whose state it reads and writes.
+What a pull fetches follows the work: every topic file that moved (with its stored
+summary, so the catalog need not parse it), but no archive file of another session, neither
+inside a write step nor when the mirror is opened. Those are noted as remote and fetched
+one at a time when something reads them (the archive asks :meth:`MirrorOps._fetch` before
+each load), all at once before a walk of the whole archive (:meth:`MirrorOps._fetch_all`:
+status, the revision's files, a home copy) and by any other pull outside a write step
+(verify, upkeep). The archive's collision check asks the index of every path the database
+holds (:class:`~.pg_parts.PathIndex`), kept from the same rows, so a file the mirror never
+fetched still counts. Mixed into :class:`~.pg_workspace.PgWorkspace`, whose state it reads
+and writes.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ locks a row that grows with memory (:class:`~.pg_parts.PgBlockOrder`).
 
 The writers, the transaction's validation and every reader work on files, so each process
 keeps a *mirror*: a private temporary directory laid out like a directory workspace, pulled
-from the database by generation when it is opened and whenever the workspace lock is taken.
+from the database by generation when it is opened and whenever the workspace lock is taken
+(the archive files of other sessions only when read: :mod:`.pg_mirror`).
 The database is memory; the mirror is a cache that a crash simply throws away, so it is
 written without fsync (:func:`~scriptorium.fsutil.cache_writes`). The mirror's topic catalog
 learns other writers' topics from the summaries their installs stored (:mod:`.pg_catalog`),
