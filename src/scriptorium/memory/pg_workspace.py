@@ -295,12 +295,14 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         there and each checks a settled state."""
         from .transaction import StaleTransaction
 
-        for rel in writes:
-            if not is_memory_path(rel):
-                raise CorruptFile(f"refusing to store {rel!r}: not a memory path")
+        # the summaries the install announced (:meth:`install_summaries`): taken whatever
+        # happens next, so none outlives the install it describes
         summaries: dict[str, str] = getattr(self._local, "summaries", {}) \
             if revision is not None else {}
         self._local.summaries, self._local.stored = {}, set()
+        for rel in writes:
+            if not is_memory_path(rel):
+                raise CorruptFile(f"refusing to store {rel!r}: not a memory path")
         began = time.perf_counter()
         with self.pg.connection() as conn, self._timed(began):
             with conn.transaction():
