@@ -20,10 +20,13 @@
    Every session has a subject (a topic) of its own, as different conversations do; then
    1 and 4 workers again with every session on one of --shared-topics subjects, so all
    workers write the same topics and installs collide.
-   After the table, where one worker's wall time goes (its own CPU, the server's CPU,
-   neither: round trips and scheduling) and the ceiling that leaves on this machine's
-   cores: N workers reach at most cores x wall / (CPU per turn) times one worker, and at
-   most 1 / publishing share (Amdahl), whatever N.
+   After the table, each worker process's jobs, turns and own CPU per turn (start-up
+   excluded; a killed worker cannot say), where one worker's wall time goes (its own CPU,
+   the server's CPU, neither: round trips and scheduling), the ceiling that leaves on this
+   machine's cores (N workers reach at most cores x wall / (CPU per turn) times one
+   worker, and at most 1 / publishing share (Amdahl), whatever N), and the CPU per turn at
+   N workers beside one worker's (what should not grow with N). --profile DIR writes each
+   memory worker's cProfile stats (CPU time) under DIR/<code>-<N>w[-kill]/.
    With --baseline-rev REV the same runs are made with that revision's code (exported from
    this repository, or --baseline-src DIR), interleaved with ours, and a table puts the two
    side by side.
@@ -31,7 +34,8 @@
    PostgreSQL home (the latter as 2).
 
 Run:  python benchmarks/bench_pg_workers.py [--sessions 1000] [--turns 50] [--quick]
-      [--queue-sessions N] [--kill-every S] [--only queue|memory|single]
+      [--queue-sessions N] [--kill-every S (0: no SIGKILL run)] [--workers 1,2,4]
+      [--profile DIR] [--only queue|memory|single]
       [--baseline-rev REV [--baseline-src DIR]]
       [--shared-topics K (default 4; 0 skips)] [--shared-sessions N (default <= 100)]
       [--url postgresql://...]   (default: $SCRIPTORIUM_TEST_PG, else a throwaway server)
