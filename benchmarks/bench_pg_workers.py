@@ -85,7 +85,7 @@ def seed_moves(pg: PgHome, sessions: int, turns: int, table: str = "head_moves")
 
 def queue_section(base: str, sessions: int, turns: int, kill_every: float) -> list[dict]:
     rows = []
-    for count, kill in [(k, None) for k in WORKERS] + [(4, kill_every)]:
+    for count, kill in [(k, None) for k in WORKERS] + ([(4, kill_every)] if kill_every else []):
         url = home_url(base, "bq")
         pg = open_home(url)
         seed = seed_moves(pg, sessions, turns)
