@@ -33,7 +33,6 @@ began from (:meth:`PgWorkspace.publish`). Upkeep holds the home's lock exclusive
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -43,7 +42,7 @@ import uuid
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import CorruptFile, ReasonCode
 from ..fsutil import cache_writes
