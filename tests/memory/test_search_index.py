@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from testkit import examples
 
+from scriptorium.memory.fingerprints import RACY_NS
 from scriptorium.memory.search import SearchIndex, attach, search
 from scriptorium.memory.search import documents as documents_mod
 from scriptorium.memory.search import index as index_mod
@@ -149,7 +150,7 @@ def test_a_fingerprint_old_enough_is_trusted_without_reading_the_file(ws, monkey
     seed(ws)
     SearchIndex.of(ws)
     search(ws, "kiln")
-    past = index_mod.time.time_ns() + 10 * index_mod.RACY_NS
+    past = index_mod.time.time_ns() + 10 * RACY_NS
     monkeypatch.setattr(index_mod.time, "time_ns", lambda: past)
     search(ws, "kiln")  # settles the recent fingerprints
     reads = []

@@ -30,7 +30,6 @@ directories change (evidence archived later), as the search index does.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -44,9 +43,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
-from .catalog_db import (
-    DB_FILE, BlockSummary, CatalogDB, FileState, Fingerprint, IdView, TopicSummary,
-)
+from .catalog_db import DB_FILE, BlockSummary, CatalogDB, FileState, IdView, TopicSummary
+from .fingerprints import Fingerprint, fingerprint, is_racy, sha256
 from .topics import TopicDoc, parse_topic_bytes
 from .walk import markdown_files, sources_signature
 
@@ -62,31 +60,10 @@ class CatalogPlace(Protocol):
     runtime_dir: Path
     sources: "SourceArchive"
 
-# A fingerprint this close to the moment it was taken may hide a same-tick rewrite (see the
-# module docstring); whole-second filesystems need the long window.
-RACY_NS = 3_000_000_000
-RACY_FINE_NS = 100_000_000
-
 SAVED_FILE = DB_FILE
 WRITE_AFTER = 64  # summaries parsed before they are written to the catalog's file
 
 log = logging.getLogger(__name__)
-
-
-def fingerprint(st: os.stat_result) -> Fingerprint:
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-
-
-def is_racy(fp: Fingerprint, checked_ns: int) -> bool:
-    """True when a file with this fingerprint may have changed since ``checked_ns`` without
-    its fingerprint showing it."""
-    mtime = fp[0]
-    window = RACY_NS if mtime % 1_000_000_000 == 0 else RACY_FINE_NS
-    return mtime + window >= checked_ns
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def slug(text: str) -> str:

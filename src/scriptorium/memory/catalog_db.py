@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from ..sqlitefile import SUFFIXES, ensure_schema, remove_files
+from .fingerprints import Fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,6 @@ CREATE TABLE log(seq INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT);
 _BY_PATH = ("blocks", "ids", "cites", "targets", "names", "links")
 
 
-Fingerprint = tuple[int, int, int, int]
 
 
 class FileState(NamedTuple):

@@ -24,7 +24,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from .catalog import TopicCatalog, fingerprint, is_racy, sha256
+from .catalog import TopicCatalog
+from .fingerprints import fingerprint, is_racy, sha256
 from .catalog_db import FileState, Fingerprint
 from .walk import markdown_files, sources_signature
 

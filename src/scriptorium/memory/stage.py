@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from ..fsutil import atomic_write_json
-from .catalog import RACY_FINE_NS, TopicCatalog, fingerprint, sha256
+from .catalog import TopicCatalog
+from .fingerprints import RACY_FINE_NS, fingerprint, sha256
 from .catalog_db import Fingerprint
 
 if TYPE_CHECKING:  # pragma: no cover

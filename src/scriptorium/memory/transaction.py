@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from ..errors import ConcurrentUpdate, CorruptFile, ReasonCode, ScriptoriumError, WriteFailed
 from ..faults import fault_point
 from ..fsutil import atomic_write_json, fsync_dir, fsync_file, safe_join
-from .catalog import TopicCatalog, sha256
+from .catalog import TopicCatalog
+from .fingerprints import sha256
 from .moved import BeginState
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import PARKED_PREFIX, StageError, checkout, park

@@ -30,7 +30,6 @@ until it is old enough for its fingerprint to be trusted.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -45,6 +44,7 @@ from typing import Any, Iterable, Mapping
 
 from ...errors import ConcurrentUpdate, ReasonCode
 from ...sqlitefile import SUFFIXES, ensure_schema, remove_files
+from ..fingerprints import Fingerprint, fingerprint, is_racy, sha256
 from ..walk import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
@@ -64,11 +64,6 @@ SCHEMA_VERSION = "7"  # 2: contentless FTS (text stored once, in docs); 3: claim
 # documents listed as id ranges in its row (rows.id_ranges), no index on doc_rows(file); a
 # document's kind a number, its dates, sources and speakers stored compactly (rows._stored),
 # its first date range in its row (doc_dates holds the others)
-# A fingerprint younger than this (mtime vs when we indexed) is also checked by content: a
-# rewrite within one timestamp tick would keep it. Filesystems with sub-second timestamps
-# tick at most every few ms (a kernel jiffy); whole-second ones (FAT keeps 2 s) need more.
-RACY_NS = 3_000_000_000
-RACY_FINE_NS = 100_000_000
 # A topics-only query trusts the install counter (``<runtime>/generation``) and walks the
 # topic files (a stat each) only when it moved or when the last walk is older than this: a
 # hand edit outside any transaction is seen within this long.
@@ -100,23 +95,13 @@ class SearchIndexUnavailable(ConcurrentUpdate):
 @dataclass(frozen=True)
 class FileRow:
     kind: str
-    fingerprint: tuple[int, int, int, int]
+    fingerprint: Fingerprint
     sha: str
     checked_ns: int
     unresolved: int
 
     def racy(self) -> bool:
-        mtime = self.fingerprint[0]
-        window = RACY_NS if mtime % 1_000_000_000 == 0 else RACY_FINE_NS
-        return mtime + window >= self.checked_ns
-
-
-def fingerprint(st: os.stat_result) -> tuple[int, int, int, int]:
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+        return is_racy(self.fingerprint, self.checked_ns)
 
 
 def _generation(runtime_dir: Path) -> int:
@@ -278,7 +263,7 @@ class SearchIndex:
                 except OSError:
                     todo.append(rel)
                     continue
-                if _sha(data) != row.sha:
+                if sha256(data) != row.sha:
                     todo.append(rel)
                 elif not replace(row, checked_ns=now).racy():
                     settled.append(rel)  # old enough now: its fingerprint can be trusted
@@ -416,7 +401,7 @@ class SearchIndex:
                 except OSError:
                     self._forget(rows, rel)
                     continue
-                sha = _sha(data)
+                sha = sha256(data)
                 row = self._files.get(rel)
                 fp = fingerprint(st)
                 if row is not None and row.sha == sha and not (force and row.unresolved):
