@@ -5,7 +5,8 @@ used and let go; what memory already holds is asked of the on-disk topic catalog
 Homes of 250 / 1,000 / 2,000 sessions (6 short turns each, written straight to disk, cached
 under benchmarks/out/; 40 titles, so each topic file gathers 1/40 of the sessions) are written
 by the real CLI in a child process, ours and (at the sizes asked for) the code of
-``--baseline-rev`` (default 293a2ab, the in-memory catalog), one after the other at each size;
+``--baseline-rev`` (default fda7463: a commit's plan was a reference cycle, so each batch's
+parsed topic waited for a full garbage collection), one after the other at each size;
 the child's peak RSS and CPU come from ``wait4``. The last lines give each side's RSS slope
 per session between neighbouring sizes and its wall and CPU time per session.
 
@@ -30,7 +31,7 @@ from typing import NamedTuple
 from workspaces import OUT, baseline_src, load, ours_src
 
 TURNS = 6
-BASELINE_REV = "293a2ab"  # main before the topic catalog moved to disk (issue 12)
+BASELINE_REV = "fda7463"  # main before a commit's plan stopped being a reference cycle
 
 
 def cached_home(sessions: int) -> Path:
@@ -108,8 +109,8 @@ def main() -> None:
     ap.add_argument("--baseline", default="250,1000,2000",
                     help="sizes also run on the baseline ('' none)")
     ap.add_argument("--baseline-rev", default=BASELINE_REV,
-                    help=f"the commit the baseline runs (default {BASELINE_REV}: before the "
-                         f"topic catalog moved to disk)")
+                    help=f"the commit the baseline runs (default {BASELINE_REV}: before a "
+                         f"commit's plan stopped being a reference cycle)")
     args = ap.parse_args()
     base_sizes = {int(x) for x in args.baseline.split(",") if x}
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "

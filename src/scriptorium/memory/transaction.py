@@ -249,16 +249,19 @@ class _Plan:
         archive file is the one it was resolved in (see ``TopicCatalog.resolutions``):
         re-reading the archive file of every footnote of a long topic made a write cost as
         much as the topic's history."""
-        arch = self.ws.sources
+        # The closures hold what they use, never ``self``: a plan that referred to itself
+        # through them would be a reference cycle, freed (with every topic it parsed) only by
+        # an occasional full garbage collection, so a long ``write --all`` would hold many.
+        arch, catalog = self.ws.sources, self.catalog
         plain: dict[tuple[str, str], str | None] = {}
         known: dict[str, dict[str, str]] = {}  # topic path -> its committed resolutions
-        committed_paths = self.catalog.paths_citing
+        committed_paths = catalog.paths_citing
 
         def resolve_plain(path: str, target: str) -> str | None:
             key = (posixpath.dirname(path), target)
             if key not in plain:
                 if path not in known:
-                    known[path] = self.catalog.resolutions(path)
+                    known[path] = catalog.resolutions(path)
                 ref = known[path].get(target)
                 plain[key] = ref if ref is not None else arch.resolve_target(path, target)
             return plain[key]
