@@ -22,8 +22,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, name_keys, sha256, \
-    summarize, title_of
+from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, name_keys, summarize, \
+    title_of
+from .fingerprints import sha256
 from .topics import TopicDoc, parse_topic_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
