@@ -317,3 +317,24 @@ def test_a_damaged_catalog_file_is_rebuilt(ws):
     (ws.runtime_dir / catalog_mod.SAVED_FILE).write_text('{"version": 1, "files": [[1]]}')
     fresh = TopicCatalog(ws.root, ws.sources, ws.runtime_dir).refresh()
     assert fresh.parses == FILES and fresh.cited() == set(ws.ids[:FILES])
+
+
+def test_an_install_hashes_the_topic_it_wrote_once_for_the_catalog_and_the_index(ws,
+                                                                                 monkeypatch):
+    """The transaction hashes each topic it installs; the catalog (its summary) and the search
+    index (its file row) take that hash instead of hashing the same bytes again."""
+    TopicCatalog.of(ws).refresh()
+    search(ws, "kiln")  # the index is current before the write
+    hashed: list[tuple[str, bytes]] = []
+    for module in (tx_mod, catalog_mod, index_mod):
+        def counting(data, _real=module.sha256, _name=module.__name__):
+            hashed.append((_name, bytes(data)))
+            return _real(data)
+
+        monkeypatch.setattr(module, "sha256", counting)
+    rel = "topics/area-0/t0.md"
+    result, _ = append_paragraph(ws, rel, "A new fact.", ws.ids[FILES])
+    assert result.changed_files == [rel]
+    written = (ws.root / rel).read_bytes()
+    assert [name for name, data in hashed if data == written] == [tx_mod.__name__]
+    assert search(ws, "new fact")[0].path == rel  # the index did learn the write

@@ -41,7 +41,7 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol
 
 from .catalog_db import DB_FILE, BlockSummary, CatalogDB, FileState, IdView, TopicSummary
 from .fingerprints import Fingerprint, fingerprint, is_racy, sha256
@@ -346,10 +346,10 @@ class TopicCatalog:
                         [], 0)
 
     def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
-                  resolve: Resolve | None = None) -> None:
+                  shas: Mapping[str, str], resolve: Resolve | None = None) -> None:
         """Learn what a transaction just installed (``None``: the file was deleted), without
-        reading it back (``resolve``: the transaction's own footnote resolutions). Caller
-        holds the workspace write lock."""
+        reading it back (``shas``: the sha-256 of each installed body; ``resolve``: the
+        transaction's own footnote resolutions). Caller holds the workspace write lock."""
         with self._lock:
             now = time.time_ns()
             learnt: list[TopicSummary | str] = []
@@ -363,7 +363,7 @@ class TopicCatalog:
                 except OSError:
                     learnt.append(rel)
                     continue
-                learnt.append(summarize(doc, self.sources, sha=sha256(body),
+                learnt.append(summarize(doc, self.sources, sha=shas[rel],
                                         fp=fingerprint(st), checked_ns=now, resolve=resolve,
                                         title=title_of(body)))
             try:

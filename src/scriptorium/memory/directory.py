@@ -193,8 +193,10 @@ class TransactionResult:
     warnings: list[str] = field(default_factory=list)        # a failed hook or git commit
     workspace: "WorkspaceDir | None" = field(default=None, repr=False, compare=False)
     _revision: str | None = field(default=None, repr=False, compare=False)
-    # path -> (sha-256, parse) of each installed topic: install hooks need not parse it again
-    parsed: dict[str, tuple[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    # path -> (sha-256, parse, bytes) of each installed topic: install hooks need not hash or
+    # parse it again
+    parsed: dict[str, tuple[str, Any, bytes]] = field(default_factory=dict, repr=False,
+                                                      compare=False)
 
     @property
     def revision(self) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, name_keys, summarize, \
     title_of
@@ -128,7 +128,7 @@ class PgTopicCatalog(TopicCatalog):
                          sha=sha256(data), title=title_of(data))
 
     def installing(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
-                   resolve: Resolve | None = None) -> None:
+                   shas: Mapping[str, str], resolve: Resolve | None = None) -> None:
         """An install is about to publish ``docs``: hand their summaries to the workspace,
         which stores them in the install's own database transaction, so no other worker
         ever sees those files without their summaries (and parses them)."""
@@ -136,16 +136,16 @@ class PgTopicCatalog(TopicCatalog):
         for rel, doc in docs.items():
             body = data.get(rel)
             if doc is not None and body is not None:
-                rows[rel] = summary_json(summarize(doc, self.sources, sha=sha256(body),
+                rows[rel] = summary_json(summarize(doc, self.sources, sha=shas[rel],
                                                    resolve=resolve, title=title_of(body)))
         self.workspace.install_summaries(rows)
 
     def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
-                  resolve: Resolve | None = None) -> None:
+                  shas: Mapping[str, str], resolve: Resolve | None = None) -> None:
         """Learn an install (as the directory catalog does); the summaries went to the
         database with it (:meth:`installing`), or are stored now (an install that did not
         say it was coming)."""
-        super().installed(docs, data, resolve)
+        super().installed(docs, data, shas, resolve)
         stored = self.workspace.stored_summaries()
         with self._lock:
             summaries = {rel: self.summary(rel) for rel in docs if rel not in stored}

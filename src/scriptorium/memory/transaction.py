@@ -477,9 +477,12 @@ class _Plan:
                     state.creation_order[block_id] = rank
                     rank += 1
             writes[f"{ws.runtime_name}/runtime.json"] = state.dumps().encode("utf-8")
+        # each installed topic hashed once, for the catalog and the search index alike
+        shas = {rel: sha256(data) for rel, doc in self.docs.items()
+                if doc is not None and (data := self.writes.get(rel)) is not None}
         installing = getattr(self.catalog, "installing", None)
         if installing is not None:  # a database home stores the summaries with the install
-            installing(self.docs, self.writes, self.plain)
+            installing(self.docs, self.writes, shas, self.plain)
         published = ws.publish(writes, message, self.created, self.removed, tx.base)
         try:
             install_files(ws, tx.dir, tx.id, writes)
@@ -487,12 +490,11 @@ class _Plan:
             if published is None:
                 raise
             ws.refresh(full=True)  # the database holds the install: the mirror follows it
-        self.catalog.installed(self.docs, self.writes, self.plain)
+        self.catalog.installed(self.docs, self.writes, shas, self.plain)
         result = TransactionResult(
             changed_files=sorted(p for p in self.writes), created_blocks=self.created,
             removed_blocks=self.removed, workspace=ws,
-            parsed={rel: (sha256(data), doc) for rel, doc in self.docs.items()
-                    if doc is not None and (data := self.writes.get(rel)) is not None})
+            parsed={rel: (sha, self.docs[rel], self.writes[rel]) for rel, sha in shas.items()})
         # topic files the catalog saw change since this process's last commit (a hand edit
         # its refresh found) join the history by name with this install
         seq, last = self.catalog.seq, self.catalog.history_seq

@@ -294,13 +294,14 @@ class SearchIndex:
             return done
 
     def update(self, paths: Iterable[str],
-               parsed: Mapping[str, tuple[str, TopicDoc]] | None = None) -> int:
+               parsed: Mapping[str, tuple[str, TopicDoc, bytes]] | None = None) -> int:
         """Re-index ``paths`` (workspace-relative, as a transaction reports its changed files)
         and every topic whose citations did not all resolve (its evidence may have been
         archived since). Paths outside ``topics/``/``sources/`` are ignored. In a process
         that queries this index, the periodic full check is done here when it falls due.
-        ``parsed``: path -> (sha-256 of the bytes, their parse), from the transaction that
-        installed them: a file still holding those bytes is not parsed again."""
+        ``parsed``: path -> (sha-256 of the bytes, their parse, the bytes), from the
+        transaction that installed them: a file still holding those bytes is neither hashed
+        nor parsed again."""
         with self._lock:
             conn = self.connection()
             self._sync_rows(conn)
@@ -377,7 +378,7 @@ class SearchIndex:
 
     def _apply(self, conn: sqlite3.Connection, todo: list[str], gone: list[str],
                settled: list[str], *, force: bool = False,
-               parsed: Mapping[str, tuple[str, TopicDoc]] | None = None) -> int:
+               parsed: Mapping[str, tuple[str, TopicDoc, bytes]] | None = None) -> int:
         """Re-index ``todo``, forget ``gone``, and trust ``settled`` fingerprints, in one
         write transaction (another process doing the same waits, then finds little to do)."""
         reindexed = 0
@@ -401,16 +402,18 @@ class SearchIndex:
                 except OSError:
                     self._forget(rows, rel)
                     continue
-                sha = sha256(data)
+                given = (parsed or {}).get(rel)
+                if given is not None and given[2] != data:
+                    given = None  # the file changed since that install: hash and parse it
+                sha = given[0] if given is not None else sha256(data)
                 row = self._files.get(rel)
                 fp = fingerprint(st)
                 if row is not None and row.sha == sha and not (force and row.unresolved):
                     conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
                                  "checked_ns=? WHERE path=?", (*fp, now, rel))
                     continue
-                given = (parsed or {}).get(rel)
                 docs, unresolved = self._documents(
-                    rel, data, resolver, given[1] if given and given[0] == sha else None)
+                    rel, data, resolver, given[1] if given is not None else None)
                 values = (kind_of(rel), *fp, sha, now, unresolved)
                 if row is None:
                     logical = logical_path(rel)
