@@ -65,8 +65,6 @@ CREATE TABLE log(seq INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT);
 _BY_PATH = ("blocks", "ids", "cites", "targets", "names", "links")
 
 
-
-
 class FileState(NamedTuple):
     """What the catalog last saw of one topic file (no blocks): enough to tell if it moved."""
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from .catalog import TopicCatalog
-from .fingerprints import fingerprint, is_racy, sha256
-from .catalog_db import FileState, Fingerprint
+from .fingerprints import Fingerprint, fingerprint, is_racy, sha256
+from .catalog_db import FileState
 from .walk import markdown_files, sources_signature
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -52,6 +52,14 @@ class MirrorPlace(Protocol):
     def topic_bytes(self, rel: str) -> bytes | None: ...
 
 
+# Store a (path, version, summary) row; a newer version's summary is never replaced by an
+# older one (installs of one path may commit out of order with their summaries' writes).
+STORE_SUMMARY_SQL = ("INSERT INTO memory_topic_summaries (path, version, summary) "
+                     "VALUES (%s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
+                     "version = EXCLUDED.version, summary = EXCLUDED.summary "
+                     "WHERE memory_topic_summaries.version < EXCLUDED.version")
+
+
 def summary_json(summary: TopicSummary) -> str:
     """A summary as stored (no fingerprint: it names a version, not a local file)."""
     return json.dumps([summary.sha, [[b.id, b.ids, b.line, b.links, b.targets, b.refs,
@@ -160,10 +168,6 @@ class PgTopicCatalog(TopicCatalog):
         pg = self.workspace.pg
         try:
             with pg.connection() as conn, conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO memory_topic_summaries (path, version, summary) "
-                    "VALUES (%s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
-                    "version = EXCLUDED.version, summary = EXCLUDED.summary "
-                    "WHERE memory_topic_summaries.version < EXCLUDED.version", rows)
+                cur.executemany(STORE_SUMMARY_SQL, rows)
         except pg._psycopg.Error:
             pass  # derived: the other writers parse that version

@@ -24,11 +24,12 @@ archive → install → mark. Inside a write step the archived frames wait in th
 commit in the install's own database transaction (with the topic files, the block ranks and
 the revision row, whole or not at all: one generation per batch), or as the step ends when
 it installs nothing; outside a step they commit at once. Then the mark (the session store).
-A crash before that transaction leaves only a redo, which archives the batch again. The locks are session advisory locks, released by PostgreSQL
-when their holder dies, so a killed writer leaves a redo, never a locked home. A write step
-holds the home's lock shared and its session's lock exclusively, so writers of different
-sessions run at once; each install is checked per topic file against the version its stage
-began from (:meth:`PgWorkspace.publish`). Upkeep holds the home's lock exclusively.
+A crash before that transaction leaves only a redo, which archives the batch again. The
+locks are session advisory locks, released by PostgreSQL when their holder dies, so a killed
+writer leaves a redo, never a locked home. A write step holds the home's lock shared and its
+session's lock exclusively, so writers of different sessions run at once; each install is
+checked per topic file against the version its stage began from
+(:meth:`PgWorkspace.publish`). Upkeep holds the home's lock exclusively.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from ..fsutil import cache_writes
 from .directory import RuntimeState, WORKSPACE_ID_RE
 from .failures import BlockedBranches
 from .catalog import TopicSummary
-from .pg_catalog import PgTopicCatalog
+from .pg_catalog import STORE_SUMMARY_SQL, PgTopicCatalog
 from .pg_copies import CopyOps
 from .pg_mirror import MIRROR_PREFIX, RUNTIME_FILE, MirrorOps, is_memory_path, \
     remove_dead_mirrors
@@ -348,13 +349,9 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
                             [(generation, rel, data) for rel, data in sorted(writes.items())
                              if rel.startswith("topics/")])
                         if summaries:  # other workers take these instead of parsing
-                            cur.executemany(
-                                "INSERT INTO memory_topic_summaries (path, version, summary) "
-                                "VALUES (%s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
-                                "version = EXCLUDED.version, summary = EXCLUDED.summary "
-                                "WHERE memory_topic_summaries.version < EXCLUDED.version",
-                                [(rel, generation, body) for rel, body in sorted(summaries.items())
-                                 if writes.get(rel) is not None])
+                            cur.executemany(STORE_SUMMARY_SQL, [
+                                (rel, generation, body) for rel, body in sorted(summaries.items())
+                                if writes.get(rel) is not None])
                 for hook in self._in_transaction:
                     hook(self, writes, conn)
         for rel in writes:

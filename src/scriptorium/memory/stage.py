@@ -41,8 +41,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..fsutil import atomic_write_json
 from .catalog import TopicCatalog
-from .fingerprints import RACY_FINE_NS, fingerprint, sha256
-from .catalog_db import Fingerprint
+from .fingerprints import RACY_FINE_NS, Fingerprint, fingerprint, sha256
 
 if TYPE_CHECKING:  # pragma: no cover
     from .directory import WorkspaceDir
