@@ -303,6 +303,30 @@ def test_an_install_stores_its_topic_summaries_in_its_own_database_transaction(h
     assert seen == [files] and files
 
 
+def test_an_install_summarises_each_topic_it_writes_once_for_the_database_and_the_catalog(
+        homes, monkeypatch):
+    """The summary stored with the install (for the other workers) is the one this worker's
+    catalog learns: the topic's blocks are not summarised (their footnotes resolved) twice."""
+    from scriptorium.memory import catalog as catalog_mod, pg_catalog as pg_catalog_mod
+
+    mem = homes.open(trigger_tokens=1)
+    TopicCatalog.of(mem.workspace).refresh()
+    summarised: list[str] = []
+    for module in (catalog_mod, pg_catalog_mod):
+        def counting(doc, *args, _real=module.summarize, **kw):
+            summarised.append(doc.path)
+            return _real(doc, *args, **kw)
+
+        monkeypatch.setattr(module, "summarize", counting)
+    say(mem, "a", "Venue", VENUE)
+    assert mem.write_session("a").failure is None
+    with mem.workspace.pg.connection() as conn:
+        stored = [r[0] for r in conn.execute("SELECT path FROM memory_topic_summaries")]
+    assert stored and sorted(summarised) == sorted(stored)
+    learnt = TopicCatalog.of(mem.workspace).summary(stored[0])
+    assert learnt is not None and learnt.fp != (0, 0, 0, 0)  # with its mirror file's fingerprint
+
+
 def test_a_mirror_just_opened_pulls_no_archive_file_and_a_walk_of_the_archive_pulls_all(homes):
     first = homes.open(trigger_tokens=1)
     for sid in ("a0", "a1", "a2"):

@@ -40,6 +40,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol
 
@@ -363,9 +364,8 @@ class TopicCatalog:
                 except OSError:
                     learnt.append(rel)
                     continue
-                learnt.append(summarize(doc, self.sources, sha=shas[rel],
-                                        fp=fingerprint(st), checked_ns=now, resolve=resolve,
-                                        title=title_of(body)))
+                summary = self._installed_summary(rel, doc, body, shas[rel], resolve)
+                learnt.append(replace(summary, fp=fingerprint(st), checked_ns=now))
             try:
                 self._write(learnt, [], now)
             except sqlite3.Error as exc:  # what it failed to learn, the next refresh reads
@@ -386,6 +386,11 @@ class TopicCatalog:
             return self.db.changed_since(seq)
 
     # -- answers --------------------------------------------------------------------------
+
+    def _installed_summary(self, rel: str, doc: TopicDoc, body: bytes, sha: str,
+                           resolve: Resolve | None) -> TopicSummary:
+        """The summary of an installed topic, before its file's fingerprint is known."""
+        return summarize(doc, self.sources, sha=sha, resolve=resolve, title=title_of(body))
 
     def summary(self, rel: str) -> TopicSummary | None:
         with self._lock:

@@ -86,6 +86,7 @@ class PgTopicCatalog(TopicCatalog):
         super().__init__(workspace.root, workspace.sources, None)  # nothing saved: a cache
         self.workspace = workspace
         self.shared = 0  # summaries taken from the database instead of parsing (tests count)
+        self._announced: dict[str, TopicSummary] = {}  # by the install under way (installing)
 
     def refresh(self, hold: int | None = None) -> "PgTopicCatalog":
         """Learn the topic files the mirror changed since the last refresh: the stored
@@ -140,13 +141,20 @@ class PgTopicCatalog(TopicCatalog):
         """An install is about to publish ``docs``: hand their summaries to the workspace,
         which stores them in the install's own database transaction, so no other worker
         ever sees those files without their summaries (and parses them)."""
-        rows = {}
+        announced = {}
         for rel, doc in docs.items():
             body = data.get(rel)
             if doc is not None and body is not None:
-                rows[rel] = summary_json(summarize(doc, self.sources, sha=shas[rel],
-                                                   resolve=resolve, title=title_of(body)))
-        self.workspace.install_summaries(rows)
+                announced[rel] = super()._installed_summary(rel, doc, body, shas[rel], resolve)
+        self._announced = announced  # what :meth:`installed` learns, not summarized again
+        self.workspace.install_summaries({rel: summary_json(s) for rel, s in announced.items()})
+
+    def _installed_summary(self, rel: str, doc: TopicDoc, body: bytes, sha: str,
+                           resolve: Resolve | None) -> TopicSummary:
+        summary = self._announced.pop(rel, None)
+        if summary is not None and summary.sha == sha:
+            return summary
+        return super()._installed_summary(rel, doc, body, sha, resolve)
 
     def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
                   shas: Mapping[str, str], resolve: Resolve | None = None) -> None:
