@@ -21,6 +21,7 @@ from scriptorium.memory.fingerprints import RACY_NS
 from scriptorium.memory.search import SearchIndex, attach, search
 from scriptorium.memory.search import documents as documents_mod
 from scriptorium.memory.search import index as index_mod
+from scriptorium.memory.search import segments as segments_mod
 from scriptorium.memory.workspace import Workspace
 
 from search_support import archive, open_ws, render, write_paragraphs, write_topic
@@ -366,7 +367,7 @@ def test_unresolved_citations_are_looked_at_again_only_after_something_was_archi
 def test_a_write_gives_back_the_pages_it_freed_beyond_a_few(ws, monkeypatch):
     """Pages freed in the index (deleted rows, FTS5 merges) are given back to the filesystem
     after the write, beyond FREE_PAGES_KEPT: the file stays about the size of what it holds."""
-    monkeypatch.setattr(index_mod, "FREE_PAGES_KEPT", 4)
+    monkeypatch.setattr(segments_mod, "FREE_PAGES_KEPT", 4)
     ids = archive(ws, [("s", f"n{i}", "user", f"turn {i}", TS) for i in range(2)])
     long = " ".join(["glaze"] * 60)
     write_paragraphs(ws, "topics/big.md", [[(f"Claim {i} {long}.", [ids[0]], "2026-08-01")]

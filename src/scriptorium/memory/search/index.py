@@ -12,14 +12,11 @@ the write's install hook does it, so the query after a write costs what a warm o
 Deleting the file loses nothing: the next query rebuilds it from the topics (and the archive,
 when sources are searched).
 
-A build (or any re-index) is one write transaction: documents are inserted in bulk (FTS5's
-automatic merges off while a build inserts), the archive file a footnote points into is parsed
-once and only what claims need of each turn is kept, and a build's FTS5 segments are merged
-into one. Small writes then add small segments that FTS5 merges geometrically (four of a
-level into one of the next); a one-claim segment holds its own copy of each term (about
-twice what the claim costs once merged), and after some hundred writes the merges reach the
-build's segment and rewrite it incrementally, a few pages a write. How a document is stored
-(a small row; its file's path and its headings shared) is ``rows.py``.
+A build (or any re-index) is one write transaction: documents are inserted in bulk, the
+archive file a footnote points into is parsed once and only what claims need of each turn is
+kept. The file, its schema and pragmas are ``indexfile.py``; how a document is stored (a
+small row; its file's path and its headings shared) is ``rows.py``; when FTS5's segments are
+merged and the pages merges free given back is ``segments.py``.
 Queries map the file (``mmap_size``) and rank the best raw BM25 matches (see ``query.py``).
 
 File timestamps have coarse granularity (a kernel tick), so a file rewritten in place within
@@ -43,46 +40,26 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ...errors import ConcurrentUpdate, ReasonCode
-from ...sqlitefile import SUFFIXES, ensure_schema, remove_files
+from ...sqlitefile import remove_files
 from ..fingerprints import Fingerprint, fingerprint, is_racy, sha256
 from ..walk import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..directory import read_generation
 from ..topics import TopicDoc
 from .documents import TOP, Document, file_documents, kind_of, logical_path
-from .rows import KINDS, TABLES, Rows, replacer_rows
+from . import segments
+from .indexfile import INDEX_FILE, SCHEMA_VERSION, open_index
+from .rows import KINDS, Rows, replacer_rows
 from .resolve import Resolver
 
 log = logging.getLogger(__name__)
 
-INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "7"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
-# speakers of the turns they cite; 4: each path stored once per document (``file`` and
-# ``logical`` computed), dates keyed by document without a rowid; 5: paths and headings
-# stored once (a number per document, see rows.py), ``docs`` a view; 6: date ranges as
-# numbers (rows.day_number), free pages given back (auto_vacuum incremental); 7: a file's
-# documents listed as id ranges in its row (rows.id_ranges), no index on doc_rows(file); a
-# document's kind a number, its dates, sources and speakers stored compactly (rows._stored),
-# its first date range in its row (doc_dates holds the others)
 # A topics-only query trusts the install counter (``<runtime>/generation``) and walks the
 # topic files (a stat each) only when it moved or when the last walk is older than this: a
 # hand edit outside any transaction is seen within this long.
 FULL_CHECK_NS = 2_000_000_000
-OPTIMIZE_AFTER = 1000  # documents a build must hold to be merged into one FTS segment
-# Free pages a write leaves in the file (what FTS5's merges freed) beyond this many are given
-# back to the filesystem (incremental vacuum): the file stays about the size of what it holds
-# without moving pages on every small write.
-FREE_PAGES_KEPT = 16
-AUTOMERGE = 4  # FTS5's own default: small writes' segments are merged four at a time
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-""" + TABLES + """
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
-    body, context, dates, cjk, content='', tokenize='porter unicode61 remove_diacritics 2');
-CREATE TABLE IF NOT EXISTS vectors(
-    model TEXT NOT NULL, key TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(model, key));
-"""
+__all__ = ["INDEX_FILE", "SCHEMA_VERSION", "SearchIndex", "SearchIndexUnavailable"]
 
 
 class SearchIndexUnavailable(ConcurrentUpdate):
@@ -160,36 +137,6 @@ class SearchIndex:
 
     # -- connection -----------------------------------------------------------------------
 
-    def _open(self) -> sqlite3.Connection:
-        self.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if any(os.path.islink(str(self.path) + suffix) for suffix in SUFFIXES):
-            # SQLite would write through it; the index is derived, so replace the link
-            log.warning("search index %s is a symlink; replacing it with a new index", self.path)
-            remove_files(self.path)
-        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
-                               check_same_thread=False)
-        try:
-            # Before the first table and before WAL mode (which makes an empty file no
-            # longer new): pages freed by merges can then be given back (an index made
-            # without it gets it at its build's VACUUM, see _compact).
-            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # derived data: WAL + NORMAL is enough
-            conn.execute("PRAGMA cache_size=-16000")  # 16 MB: FTS merges and queries stay warm
-            # Queries read rows scattered over the file: mapped, a row read is a memory read
-            # (shared with other processes through the page cache), not a read() call each.
-            conn.execute("PRAGMA mmap_size=268435456")
-            conn.execute("PRAGMA journal_size_limit=1048576")  # the WAL shrinks back to 1 MB
-            ensure_schema(conn, SCHEMA_VERSION, _SCHEMA)
-            try:
-                os.chmod(self.path, 0o600)
-            except OSError:  # pragma: no cover - best effort on odd filesystems
-                pass
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
     def _file_id(self) -> tuple[int, int] | None:
         try:
             st = os.stat(self.path)
@@ -206,11 +153,11 @@ class SearchIndex:
                 return self._conn
             self.close()
             try:
-                conn = self._open()
+                conn = open_index(self.path)
             except sqlite3.DatabaseError as exc:  # not a database, or damaged: derived, so
                 log.warning("search index %s unreadable (%s); rebuilding", self.path, exc)
                 remove_files(self.path)
-                conn = self._open()
+                conn = open_index(self.path)
             self._conn, self._conn_id = conn, self._file_id()
             self._files, self._data_version = {}, None
             return conn
@@ -388,8 +335,8 @@ class SearchIndex:
             self._sync_rows(conn)  # another process may have indexed some of these already
             rows = Rows(conn)
             building = rows.first_id == 1
-            if building:  # no merges while it inserts: the build's segments are merged once
-                conn.execute("INSERT INTO fts(fts, rank) VALUES ('automerge', 0)")
+            if building:
+                segments.pause_merges(conn)
             now = time.time_ns()
             for rel in gone:
                 self._forget(rows, rel)
@@ -430,20 +377,13 @@ class SearchIndex:
                 rows.replace(file, docs, known=row is not None)
                 reindexed += 1
             rows.flush()
-            built = building and rows.next_id > OPTIMIZE_AFTER
-            if built:
-                # A build: merge its segments into one, one level above the one small
-                # writes fill (left among them, the next merge of small segments would copy
-                # the whole index inside some small write; merged, only the geometric merges
-                # that reach its level, after some hundred writes, rewrite it, incrementally).
-                conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
-            if building:  # later writes merge their small segments as FTS5 does by default
-                conn.execute(f"INSERT INTO fts(fts, rank) VALUES ('automerge', {AUTOMERGE})")
+            built = segments.finish_writes(conn, building=building,
+                                           documents=rows.next_id - 1)
             conn.execute("COMMIT")
             if built:
-                self._compact(conn)
+                segments.compact(conn)
             else:
-                self._give_back(conn)
+                segments.give_back(conn)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -451,31 +391,6 @@ class SearchIndex:
             raise
         self._reload(conn, [*todo, *gone, *settled])  # our commit leaves data_version as is
         return reindexed
-
-    @staticmethod
-    def _compact(conn: sqlite3.Connection) -> None:
-        """Give back the pages a build's merges freed (about the size of its FTS data): the
-        file then holds what is in use. Best effort: a busy file is compacted by no one."""
-        try:
-            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect with the VACUUM
-            conn.execute("VACUUM")
-        except sqlite3.OperationalError as exc:
-            log.info("search index not compacted after its build (%s)", exc)
-
-    @staticmethod
-    def _give_back(conn: sqlite3.Connection) -> None:
-        """Give back the free pages beyond FREE_PAGES_KEPT that FTS5's merges left (an
-        incremental merge of small segments frees what it copied; a level merge can free
-        as much as the index holds). A no-op on a file made without auto_vacuum. Best
-        effort: a busy file is left as it is."""
-        try:
-            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-            if free > FREE_PAGES_KEPT:
-                # each step of the pragma frees one page, and execute() steps once: the
-                # script interface runs it to the end
-                conn.executescript(f"PRAGMA incremental_vacuum({free - FREE_PAGES_KEPT // 2});")
-        except sqlite3.OperationalError as exc:
-            log.info("search index free pages not given back (%s)", exc)
 
     def _reload(self, conn: sqlite3.Connection, paths: list[str]) -> None:
         for rel in paths:
