@@ -17,6 +17,8 @@ from testkit import examples
 
 from scriptorium.memory.search import SearchIndex, search
 from scriptorium.memory.search import index as index_mod
+from scriptorium.memory.search import indexfile as indexfile_mod
+from scriptorium.memory.search import segments as segments_mod
 from scriptorium.memory.search import query as query_mod
 from scriptorium.memory.topics import SUPERSEDED_MARK
 from scriptorium.memory.workspace import Workspace
@@ -159,9 +161,9 @@ def test_a_build_merges_its_segments_and_gives_back_the_pages_they_left(ws, monk
         write_paragraphs(ws, f"topics/t{n}.md",
                          [[(f"Kiln {n} fired {w}.", [ids[n]], "2026-08-01")] for w in WORDS])
     before = [h.to_dict() for h in search(ws, "kiln glaze fired", top_k=20)]
-    monkeypatch.setattr(index_mod, "OPTIMIZE_AFTER", 10)  # this build counts as a large one
+    monkeypatch.setattr(segments_mod, "OPTIMIZE_AFTER", 10)  # this build counts as a large one
     # ... and FTS5 writes it in many segments, as it does a large one (1 MB of terms each)
-    monkeypatch.setattr(index_mod, "_SCHEMA", index_mod._SCHEMA +
+    monkeypatch.setattr(indexfile_mod, "_SCHEMA", indexfile_mod._SCHEMA +
                         "INSERT INTO fts(fts, rank) VALUES ('hashsize', 512);")
     index = SearchIndex.of(ws)
     assert index.rebuild() == 48

@@ -376,9 +376,9 @@ class SearchIndex:
                                             (rel,)).fetchone()[0])
                 rows.replace(file, docs, known=row is not None)
                 reindexed += 1
-            rows.flush()
+            held = rows.flush(hold=segments.TAIL_DOCUMENTS if building else 0)
             built = segments.finish_writes(conn, building=building,
-                                           documents=rows.next_id - 1)
+                                           documents=rows.next_id - 1, held=held)
             conn.execute("COMMIT")
             if built:
                 segments.compact(conn)

@@ -35,6 +35,7 @@ ROW_COLUMNS = ("kind, path, legacy, line, block_id, claim, text, headings, dates
 _STORED = ("kind, file, line, block_id, claim, text, head, dates, sources, source_id, version, "
            "speakers, speaker, trusted")
 
+FTS_INSERT = "INSERT INTO fts(rowid, body, context, dates, cjk) VALUES (?,?,?,?,?)"
 KINDS = ("claim", "source")  # a document's kind, stored as its place here (0: no byte)
 
 
@@ -191,7 +192,7 @@ class Rows:
     one bulk insert); changed and removed ones are written at once."""
 
     _DOCS = f"INSERT INTO doc_rows(id, {_STORED}, lo, span) VALUES ({','.join('?' * 17)})"
-    _FTS = "INSERT INTO fts(rowid, body, context, dates, cjk) VALUES (?,?,?,?,?)"
+    _FTS = FTS_INSERT
     _DATES = "INSERT OR IGNORE INTO doc_dates VALUES (?,?,?)"
     FLUSH_AT = 20_000  # documents held before they are written (memory stays bounded)
 
@@ -248,11 +249,15 @@ class Rows:
             self.flush()
         return list(range(first, self.next_id))
 
-    def flush(self) -> None:
+    def flush(self, hold: int = 0) -> list[Values]:
+        """Write what is held; the FTS values of the last ``hold`` documents are returned
+        instead of inserted (a build's tail segment, see segments.finish_writes)."""
+        kept = self.fts[len(self.fts) - hold:] if hold > 0 else []
         self.conn.executemany(self._DOCS, self.rows)
-        self.conn.executemany(self._FTS, self.fts)
+        self.conn.executemany(self._FTS, self.fts[:len(self.fts) - len(kept)])
         self.conn.executemany(self._DATES, self.dates)
         self.rows, self.fts, self.dates = [], [], []
+        return kept
 
     def old(self, file: int) -> dict[int, Values]:
         """id -> the ``docs`` row (``ROW_COLUMNS``) of each document of the file ``file``."""

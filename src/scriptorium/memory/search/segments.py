@@ -1,23 +1,32 @@
-"""The FTS5 segments of the search index: when they are merged, and the pages merges free.
+"""The FTS5 segments of the search index: where a write's postings go, and the pages merges free.
 
-FTS5 stores its postings in segments, each a b-tree of leaf pages holding terms in order,
-each term followed by the documents that hold it (a rowid and positions each). A build (the
-first write of an index) inserts every document with FTS5's automatic merges off and, when
-it holds more than ``OPTIMIZE_AFTER`` documents, merges its segments into one
-(:func:`finish_writes`); the pages that merge freed are given back by a ``VACUUM``
-(:func:`compact`). Every later write adds one small segment, which FTS5 merges with others
-of its level four at a time (``AUTOMERGE``, its default), a few pages a write; the free
-pages beyond ``FREE_PAGES_KEPT`` that these merges leave are given back after each write
-(:func:`give_back`), so the file stays about the size of what it holds.
+FTS5 stores postings in segments, each a b-tree of leaf pages holding terms in order, each
+term followed by the documents that hold it (a rowid and positions each). A segment holds
+its own copy of every term it has: a one-claim segment of its own costs about 300 bytes (25
+terms: the claim's words, its file's path words and headings, its date; 11 to 13 bytes a
+term), where the same claim costs about 110 merged into a segment that already holds most of
+those terms. So a write's segment is merged at once into a small one that does: the tail.
 
-What a one-claim write costs (issue 12, measured by benchmarks/bench_disk_growth.py): its
-segment holds its own copy of each of the claim's terms (about 25: its words, its file's
-path words and headings, its date), 11 to 13 bytes a term (the term, its first rowid, its
-positions, its place in the page index), about 300 bytes, where the same claim costs about
-130 once merged into a segment that already holds those terms. Sharing them means
-rewriting a segment that holds them: after a build that is the build's segment, the whole
-index, and FTS5's levels give no way to merge a small segment into a bounded part of it.
-:func:`structure` reads the segments as FTS5 records them, for the tests and the benchmark.
+- A build (the first write of an index) inserts its documents with FTS5's merges off, at
+  FTS5's default page size, and when it holds ``OPTIMIZE_AFTER`` documents or more merges
+  them into one segment, left at level ``LIFTED`` or above (``optimize`` places its output
+  above every level it merged; a build it left lower is merged once more with one document,
+  a few hundredths of a second at 10 MB). Its last ``TAIL_DOCUMENTS`` documents are written
+  after it, as the first tail: a segment of one page of ``TAIL_PAGE`` bytes.
+- A write's segment (written by a savepoint, inside the write's transaction) lands on level
+  0, and FTS5 moves a one-page segment of the next level down beside it (its "promotion" of
+  segments no bigger than the one just written); ``('merge', n)`` with ``usermerge`` 2 then
+  merges the two into the next tail, n pages of output at most (n: the write's own pages,
+  1 for a claim). A write rewrites the tail (at most ``TAIL_PAGE`` bytes), never the build.
+- A tail that outgrows its page stays where it is and the next writes start another; FTS5
+  merges such segments with each other, two of a level into one of the next, within the same
+  budget per write (so, after some thousand small writes, into the build's segment too, a
+  few pages a write).
+
+The free pages beyond ``FREE_PAGES_KEPT`` that merges leave are given back after each write
+(:func:`give_back`), so the file stays about the size of what it holds; a build's are given
+back by a ``VACUUM`` (:func:`compact`). :func:`structure` reads the segments as FTS5
+records them (for the tests and the benchmark).
 """
 
 from __future__ import annotations
@@ -25,37 +34,75 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from .rows import FTS_INSERT, Values
+
 log = logging.getLogger(__name__)
 
 OPTIMIZE_AFTER = 1000  # documents a build must hold to be merged into one FTS segment
+BUILD_PAGE = 4050  # FTS5's default leaf page size (bytes), what a build's segment is made of
+# A write's segment and the tail are leaves of this size: a tail under it is one page, which
+# FTS5 moves down to the level of the next write's one-page segment and so merges with it.
+TAIL_PAGE = 32768
+LIFTED = 2  # the lowest level a build's segment may be left on
+TAIL_DOCUMENTS = 48  # a build's last documents, kept out of its big segment: the first tail
 # Free pages a write leaves in the file (what FTS5's merges freed) beyond this many are given
 # back to the filesystem (incremental vacuum): the file stays about the size of what it holds
 # without moving pages on every small write.
 FREE_PAGES_KEPT = 16
-AUTOMERGE = 4  # FTS5's own default: small writes' segments are merged four at a time
 
 _STRUCTURE_ROWID = 10  # the fts_data row FTS5 keeps its list of segments in
 _STRUCTURE_V2 = b"\xff\x00\x00\x01"  # what newer FTS5 versions put after the cookie
 
 
 def pause_merges(conn: sqlite3.Connection) -> None:
-    """No automatic merges while a build inserts: its segments are merged once, at its end."""
+    """No automatic merges while a build inserts: its segments are merged once, at its end,
+    at FTS5's default page size (the build's segment is read a small page at a time)."""
     conn.execute("INSERT INTO fts(fts, rank) VALUES ('automerge', 0)")
+    conn.execute(f"INSERT INTO fts(fts, rank) VALUES ('pgsz', {BUILD_PAGE})")
 
 
-def finish_writes(conn: sqlite3.Connection, *, building: bool, documents: int) -> bool:
+def _flush(conn: sqlite3.Connection) -> None:
+    """Make FTS5 write the documents it holds in memory as a segment now, not at COMMIT:
+    FTS5 writes them out when a savepoint opens (it cannot roll its memory back to one)."""
+    conn.execute("SAVEPOINT fts_flush")
+    conn.execute("RELEASE fts_flush")
+
+
+def finish_writes(conn: sqlite3.Connection, *, building: bool, documents: int,
+                  held: list[Values]) -> bool:
     """End a write transaction's FTS work; True when it merged a build into one segment (the
     caller then :func:`compact`s the file once committed, else it :func:`give_back`s).
 
-    A build's segments are merged into one (left among the small writes' segments, the next
-    merge of those would copy the whole index inside some small write); later writes merge
-    their small segments as FTS5 does by default."""
-    built = building and documents >= OPTIMIZE_AFTER
+    ``held``: the FTS values of the build's last documents, not inserted yet (``[]`` for a
+    write): they become the tail. A write's segment is merged with the tail at once, a
+    one-page budget (see the module docstring)."""
+    if not building:
+        _flush(conn)
+        levels = structure(conn)
+        newest = levels[0][-1][1] if levels and levels[0] else 1
+        conn.execute("INSERT INTO fts(fts, rank) VALUES ('merge', ?)", (max(1, newest),))
+        return False
+    built = documents >= OPTIMIZE_AFTER
     if built:
         conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
-    if building:
-        conn.execute(f"INSERT INTO fts(fts, rank) VALUES ('automerge', {AUTOMERGE})")
+        while held and (_lowest_level(conn) or 0) < LIFTED:
+            # 'optimize' left the build's segment on a level the tail and the segments it
+            # spills reach (on level 0 when the build fit in FTS5's memory at once): merged
+            # with one more document it is placed above its levels (a merge of a few
+            # megabytes a second at most, once a build).
+            conn.execute(FTS_INSERT, held[0])
+            held = held[1:]
+            conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+    for name, value in (("pgsz", TAIL_PAGE), ("automerge", 0), ("usermerge", 2)):
+        conn.execute(f"INSERT INTO fts(fts, rank) VALUES ('{name}', {value})")
+    conn.executemany(FTS_INSERT, held)
+    _flush(conn)
     return built
+
+
+def _lowest_level(conn: sqlite3.Connection) -> int | None:
+    """The lowest level holding a segment (None: no segment)."""
+    return next((n for n, level in enumerate(structure(conn)) if level), None)
 
 
 def compact(conn: sqlite3.Connection) -> None:
