@@ -19,7 +19,9 @@ After the writes 1, 2, 4, 8, ... it measures:
   writes; and at the end once more after ``git repack -a -d`` (everything in one pack: the
   floor git could reach), with what one commit added to such a pack by object type (every
   object reachable from the first and from the last commit packed alike, their difference
-  per commit; each object also costs a 28-byte ``.idx`` entry);
+  per commit; each object also costs a 28-byte ``.idx`` entry), again with every delta
+  searched anew over a wider window (as ``git gc --aggressive``), and the floor a commit
+  sets whatever it changes (commit object, trees, .idx entries) as a multiple of the text;
 - index: the main file ``search.sqlite`` after ``PRAGMA wal_checkpoint(TRUNCATE)`` (the WAL
   folded in and emptied; the -shm file is a fixed 32 kB and not counted): whole 4 kB pages,
   free ones included; the bytes its pages hold (SQLite's dbstat: page size less unused
@@ -78,12 +80,13 @@ def git(*args):
     return subprocess.run(["git", *args], cwd=ws.root, capture_output=True, text=True,
                           check=True).stdout
 
-def packed_by_type(rev):
-    # every object reachable from ``rev`` packed into one pack as ``git repack -a -d`` would:
-    # bytes in the pack per object type (a delta's size when stored as one), and how many
-    # objects (each also costs an entry in the .idx)
+def packed_by_type(rev, *options):
+    # every object reachable from ``rev`` packed into one pack as ``git repack -a -d`` would
+    # (``options``: more pack-objects options): bytes in the pack per object type (a delta's
+    # size when stored as one), and how many objects (each also costs an entry in the .idx)
     with tempfile.TemporaryDirectory() as tmp:
-        name = subprocess.run(["git", "pack-objects", "-q", "--revs", f"{tmp}/p"], cwd=ws.root,
+        name = subprocess.run(["git", "pack-objects", "-q", "--revs", *options, f"{tmp}/p"],
+                              cwd=ws.root,
                               input=rev + "\n", capture_output=True, text=True,
                               check=True).stdout.strip()
         listed = git("verify-pack", "-v", f"{tmp}/p-{name}.idx")
@@ -126,10 +129,15 @@ for i in range(writes):
                           "held": held - held0, "free": free, "cpu_ms": spent * 1000 / n,
                           "commits": commits() - commits0}), flush=True)
 git("repack", "-a", "-d", "-q")
-after, before = packed_by_type("HEAD"), packed_by_type(base)
-print(json.dumps({"packed": size(ws.root / ".git") - git0,
-                  "objects": {k: (n - before.get(k, (0, 0))[0], b - before.get(k, (0, 0))[1])
-                              for k, (n, b) in after.items()}}), flush=True)
+def added(*options):
+    after, before = packed_by_type("HEAD", *options), packed_by_type(base, *options)
+    return {k: (n - before.get(k, (0, 0))[0], b - before.get(k, (0, 0))[1])
+            for k, (n, b) in after.items()}
+# the same with every delta searched again, over a wider window and deeper chains (what
+# ``git gc --aggressive`` does): whether other delta bases shrink the per-commit floor
+AGGRESSIVE = ("--no-reuse-delta", "--window=250", "--depth=250")
+print(json.dumps({"packed": size(ws.root / ".git") - git0, "objects": added(),
+                  "aggressive": added(*AGGRESSIVE)}), flush=True)
 '''
 
 
@@ -154,6 +162,19 @@ def ratio(a: int, b: int) -> str:
 def index_cell(row: dict) -> str:
     return (f"{ratio(row['index'], row['topics'])} ({ratio(row['held'], row['topics'])}; "
             f"{row['free'] / 1e3:.0f})")
+
+
+def per_commit(kinds: dict, per: int, text: float) -> str:
+    """What one commit added to a full pack, by object type, and the floor it sets."""
+    parts = ", ".join(f"{kind} {total / per:.0f} B ({n / per:.1f} objects)"
+                      for kind, (n, total) in sorted(kinds.items()))
+    entries = sum(n for n, _ in kinds.values()) * IDX_ENTRY / per
+    floor = sum(total for kind, (_, total) in kinds.items() if kind != "blob") / per + entries
+    blobs = kinds.get("blob", (0, 0))[1] / per
+    return (f"{parts}; .idx entries {entries:.0f} B; text {text:.0f} B a commit. Floor "
+            f"(commit + trees + .idx) {floor:.0f} B = {floor / text:.2f}x the text; all "
+            f"{(floor + blobs) / text:.2f}x; above the floor (the blobs) "
+            f"{blobs / text:.2f}x")
 
 
 def main() -> None:
@@ -192,21 +213,22 @@ def main() -> None:
               f"| {index_cell(o)} / {index_cell(b)} "
               f"| {o['cpu_ms']:.0f} / {b['cpu_ms']:.0f} |")
     last_o, last_b = ours[-1], base[-1]
-    print(f"\nafter `git repack -a -d` (the floor): git ÷ (topics + sources) "
+    print(f"\nafter `git repack -a -d` (everything in one pack): git ÷ (topics + sources) "
           f"{ratio(sides['ours'][1]['packed'], last_o['topics'] + last_o['sources'])} / "
           f"{ratio(sides['baseline'][1]['packed'], last_b['topics'] + last_b['sources'])}")
     print(f"commits made by the measured writes: {last_o['commits']} / {last_b['commits']}")
     for name, (rows, end) in sides.items():
         per = max(rows[-1]["commits"], 1)
         text = (rows[-1]["topics"] + rows[-1]["sources"]) / per
-        kinds = end["objects"]
-        parts = ", ".join(f"{kind} {total / per:.0f} B ({n / per:.1f} objects)"
-                          for kind, (n, total) in sorted(kinds.items()))
-        entries = sum(n for n, _ in kinds.values()) * IDX_ENTRY / per
-        fixed = sum(total for kind, (_, total) in kinds.items() if kind != "blob") / per
-        print(f"{name}, all history in one pack, what a commit added: {parts}; .idx entries {entries:.0f} B; text "
-              f"{text:.0f} B: commit + trees + .idx = {(fixed + entries) / text:.2f}x the text, "
-              f"all = {(fixed + entries + kinds.get('blob', (0, 0))[1] / per) / text:.2f}x")
+        for how, kinds in (("packed", end["objects"]),
+                           ("packed aggressively (deltas searched again, window and depth 250)",
+                            end.get("aggressive"))):
+            if kinds:
+                print(f"{name}, {how}: {per_commit(kinds, per, text)}")
+    print("The floor is what a commit costs whatever it changes: the commit object, the "
+          "trees from the root down to the changed file (each a delta of its previous "
+          "version) and an .idx entry for each object. While a write costs one commit, git "
+          "grows by at least floor ÷ text per write.")
     print(f"load average after ours {at_ours}; at end {load()}")
 
 
