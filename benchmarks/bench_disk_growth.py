@@ -30,7 +30,7 @@ After the writes 1, 2, 4, 8, ... it measures:
 Growth is printed as a ratio to the text the writes added: git to topics + sources (a write
 adds both to the home and the history holds both) and, as printed before, to topics alone;
 the index to topics (it indexes topics only). Also the CPU time per write (the process and
-the git it ran) and the machine load.
+the git it ran; in brackets the part spent updating the search index) and the machine load.
 
 Usage:
     python benchmarks/bench_disk_growth.py [--size 10] [--writes 32] [--write batch|claim]
@@ -108,6 +108,19 @@ def write(i):
         return
     claim_write(ws, claim_topic(topic_files, i), i)
 
+# CPU spent updating the search index inside the writes (its write transaction; both sides
+# have it under this name)
+from scriptorium.memory.search.index import SearchIndex
+index_cpu = [0.0]
+_apply = SearchIndex._apply
+def _timed_apply(self, *args, **kwargs):
+    c0 = time.process_time()
+    try:
+        return _apply(self, *args, **kwargs)
+    finally:
+        index_cpu[0] += time.process_time() - c0
+SearchIndex._apply = _timed_apply
+
 search(ws, "kiln")  # the index, built
 write(-1)  # the first write of the process (catalog, stage) is not measured
 def commits():
@@ -116,6 +129,7 @@ topics0, sources0, git0, (idx0, held0, _), commits0 = (
     size(ws.topics_dir), size(ws.sources_dir), size(ws.root / ".git"), index(), commits())
 base = git("rev-parse", "HEAD").strip()
 spent = 0.0
+index_cpu[0] = 0.0
 for i in range(writes):
     c0 = cpu()
     write(i)
@@ -127,6 +141,7 @@ for i in range(writes):
                           "sources": size(ws.sources_dir) - sources0,
                           "git": size(ws.root / ".git") - git0, "index": idx - idx0,
                           "held": held - held0, "free": free, "cpu_ms": spent * 1000 / n,
+                          "index_ms": index_cpu[0] * 1000 / n,
                           "commits": commits() - commits0}), flush=True)
 git("repack", "-a", "-d", "-q")
 def added(*options):
@@ -202,7 +217,8 @@ def main() -> None:
           "pages, then the bytes its pages hold (dbstat) and the free pages it keeps.\n")
     print("| writes | text added (topics + sources) | git ÷ (topics + sources): ours / "
           "baseline | git ÷ topics: ours / baseline | index file ÷ topics (held ÷ topics; "
-          "free kB): ours / baseline | CPU ms per write: ours / baseline |")
+          "free kB): ours / baseline | CPU ms per write (of which the index's update): ours / "
+          "baseline |")
     print("|---|---|---|---|---|---|")
     ours, base = sides["ours"][0], sides["baseline"][0]
     for o, b in zip(ours, base):
@@ -211,7 +227,8 @@ def main() -> None:
               f"| {ratio(o['git'], text)} / {ratio(b['git'], b['topics'] + b['sources'])} "
               f"| {ratio(o['git'], o['topics'])} / {ratio(b['git'], b['topics'])} "
               f"| {index_cell(o)} / {index_cell(b)} "
-              f"| {o['cpu_ms']:.0f} / {b['cpu_ms']:.0f} |")
+              f"| {o['cpu_ms']:.0f} ({o['index_ms']:.2f}) / {b['cpu_ms']:.0f} "
+              f"({b['index_ms']:.2f}) |")
     last_o, last_b = ours[-1], base[-1]
     print(f"\nafter `git repack -a -d` (everything in one pack): git ÷ (topics + sources) "
           f"{ratio(sides['ours'][1]['packed'], last_o['topics'] + last_o['sources'])} / "

@@ -91,3 +91,19 @@ def test_an_index_merged_write_by_write_answers_queries_as_one_built_at_once(
     for query in [*queries, " OR ".join(queries), " ".join(queries)]:
         assert ranked(merged, query) == ranked(at_once, query), query
     merged.close(), at_once.close()
+
+
+def test_a_segment_list_it_cannot_read_leaves_writes_correct_only_bigger(tmp_path, monkeypatch):
+    """A future FTS5 may record its segments in another form: the build is then not lifted
+    and each write merges with a one-page budget, and every document is still found."""
+    def unknown(conn):
+        raise ValueError("FTS5 structure record lists another number of segments")
+
+    monkeypatch.setattr(segments, "structure", unknown)
+    conn = open_index(tmp_path / "search.sqlite")
+    build(conn, [values(n, [WORDS[n % 45], "kiln"]) for n in range(1, 1201)],
+          segments.TAIL_DOCUMENTS)
+    for n in range(1201, 1211):
+        write(conn, [values(n, ["teapot", f"marker{n}"])])
+    assert len(ranked(conn, "kiln")) == 1200 and len(ranked(conn, "teapot")) == 10
+    assert [r for r, _ in ranked(conn, "marker1205")] == [1205]
