@@ -46,6 +46,7 @@ class PgServer:
         self.dir: Path | None = None
         self.port = 0
         self.user = "nobody" if os.geteuid() == 0 else None
+        self.opts = ""
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         cmd = [str(self.bindir / args[0]), *args[1:]]
@@ -72,12 +73,24 @@ class PgServer:
                 f"-c unix_socket_directories={self.dir} -c max_connections=200")
         if not self.durable:
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        done = self._run("pg_ctl", "-D", str(data), "-o", opts, "-l", str(self.dir / "log"),
-                         "-w", "-t", "60", "start")
+        self.opts = opts
+        self._start()
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _start(self) -> None:
+        assert self.dir is not None
+        done = self._run("pg_ctl", "-D", str(self.dir / "data"), "-o", self.opts, "-l",
+                         str(self.dir / "log"), "-w", "-t", "60", "start")
         if done.returncode:
             log = (self.dir / "log").read_text(errors="replace")[-400:]
             raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()} {log}")
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def crash_restart(self) -> None:
+        """Stop the server as a crash would (``immediate``: no shutdown checkpoint, so the
+        next start runs crash recovery) and start it again on the same port."""
+        assert self.dir is not None
+        self._run("pg_ctl", "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")
+        self._start()
 
     def stop(self) -> None:
         if self.dir is None:

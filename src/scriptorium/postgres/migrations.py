@@ -40,6 +40,19 @@ SEARCH_TERMS = """
     FROM search_docs d CROSS JOIN LATERAL unnest(d.tsv) u;
 """
 
+# The index is derived from the memory files, so its tables write no WAL (a build of 9.8 MB of
+# topics wrote 170 MB of it, and every write re-logged its postings); a crash empties them
+# (PostgreSQL resets unlogged tables) and the next query builds the index again in bulk
+# (pg_index.PgSearchIndex.ensure_current). search_docs first: a logged table may not
+# reference an unlogged one. The embedding cache (search_vectors) stays logged: it is costly
+# to recompute.
+UNLOGGED_INDEX = """
+    ALTER TABLE search_docs SET UNLOGGED;
+    ALTER TABLE search_files SET UNLOGGED;
+    ALTER TABLE search_terms SET UNLOGGED;
+    ALTER TABLE search_state SET UNLOGGED;
+"""
+
 # The job queue, fed by a trigger on the head-move log in the same transaction as each move.
 # work_queue (the trigger's, never locked by a worker) says when a session last moved;
 # work_claims (the worker's: locked FOR UPDATE while it works, so a dead worker's claim ends
@@ -264,6 +277,7 @@ MIGRATIONS: dict[str, list[str]] = {
             PRIMARY KEY (model, key)
         );
         """,
+        UNLOGGED_INDEX,
     ],
     # the writer job queue (`memory work`): see scriptorium.postgres.jobs
     "work": [WORK_QUEUE, BLOCK_ORDER, TOPIC_SUMMARIES],

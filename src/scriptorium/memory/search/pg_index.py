@@ -16,6 +16,12 @@ and a query whose home moved on since the index last looked (install counter) co
 fingerprints first. Each file is re-indexed under a transaction-scoped advisory lock of its
 own, reading its documents after taking it, so concurrent writers never leave a file indexed
 twice or stale; files are locked in path order (no deadlock between updates).
+
+Derived, so not logged: the index's tables are UNLOGGED (no write-ahead log for a build or a
+write's re-indexing). A crash empties them; the next query finds no kinds indexed and builds
+the whole index in bulk, as it does for a home never searched: documents and files by COPY,
+stemmed and posted by one statement in the server, the GIN index and the postings' key built
+once afterwards by sorting (not maintained row by row).
 """
 
 from __future__ import annotations
@@ -68,15 +74,21 @@ _STAGE = (f"CREATE TEMP TABLE search_build ON COMMIT DROP AS SELECT 0::bigint AS
           f"{_DOC_COLUMNS}, superseded, ''::text AS ranges, len, ''::text AS fa, "
           "''::text AS fb, ''::text AS fc, ''::text AS fd FROM search_docs WITH NO DATA")
 # ...stored with their postings in one statement, the postings taken from the rows as they
-# are inserted (no second read of search_docs); a text with no words skips the stemmer
+# are inserted (no second read of search_docs); a text with no words skips the stemmer, and
+# where a document is filed (fb) and its dates (fc), which the claims of a section or block
+# repeat, are stemmed once per distinct text (the same expression, so the same tsvector)
 _WEIGHTED = ("CASE WHEN {f} = '' THEN ''::tsvector ELSE "
              "setweight(to_tsvector(%(config)s::regconfig, {f}), '{w}') END")
+_SHARED = ("{f} AS MATERIALIZED (SELECT {f}, " + _WEIGHTED + " AS v FROM "
+           "(SELECT DISTINCT {f} FROM search_build) x)")
 _FROM_STAGE = (
-    f"WITH docs AS (INSERT INTO search_docs (file, {_DOC_COLUMNS}, superseded, ranges, len, "
+    "WITH " + _SHARED.format(f="fb", w="B") + ", " + _SHARED.format(f="fc", w="C") + ", "
+    f"docs AS (INSERT INTO search_docs (file, {_DOC_COLUMNS}, superseded, ranges, len, "
     f"tsv) SELECT file, {_DOC_COLUMNS}, superseded, ranges::datemultirange, len, "
-    + " || ".join(_WEIGHTED.format(f=f, w=w) for f, w in
-                  (("fa", "A"), ("fb", "B"), ("fc", "C"), ("fd", "A")))
-    + " FROM (SELECT * FROM search_build ORDER BY n) b RETURNING id, kind, len, tsv) "
+    + _WEIGHTED.format(f="s.fa", w="A") + " || fb.v || fc.v || "
+    + _WEIGHTED.format(f="s.fd", w="A")
+    + " FROM search_build s JOIN fb ON fb.fb = s.fb JOIN fc ON fc.fc = s.fc ORDER BY s.n "
+    "RETURNING id, kind, len, tsv) "
     + _POSTINGS.replace("FROM unnest(%s::bigint[]) n JOIN search_docs d ON d.id = n",
                         "FROM docs d"))
 # statistics for the planner, of the columns queries select and join on (not of the texts
@@ -113,12 +125,20 @@ def _ranges(doc: Document) -> str:
     return "{" + ",".join(f"[{_pg_day(lo)},{_pg_day(hi)}]" for lo, hi in doc.ranges) + "}"
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder, not one per call
+
+
+@lru_cache(maxsize=4096)
+def _shared_json(items: tuple[str, ...]) -> str:
+    """Headings and dates, which the claims of a section or block repeat: encoded once."""
+    return _JSON(items)
+
+
 def _key(doc: Document) -> tuple[Any, ...]:
     """A document as stored (``_DOC_COLUMNS``): equal keys need no re-indexing."""
     return (doc.kind, doc.path, logical_path(doc.path), doc.line, doc.block_id, doc.claim,
-            doc.text, json.dumps(doc.headings, ensure_ascii=False),
-            json.dumps(doc.dates, ensure_ascii=False),
-            json.dumps(doc.sources, ensure_ascii=False), doc.source_id, doc.version,
+            doc.text, _shared_json(tuple(doc.headings)), _shared_json(tuple(doc.dates)),
+            _JSON(doc.sources), doc.source_id, doc.version,
             tuple(doc.speakers), doc.speaker, bool(doc.trusted))
 
 
@@ -318,6 +338,9 @@ class PgSearchIndex:
         when given); returns the documents indexed. ``include_sources`` None: sources only
         if they were indexed before."""
         with self._conn(conn) as c:
+            # locked in the order an update takes them (state first), so a build never
+            # deadlocks with an install indexing its files
+            c.execute("LOCK TABLE search_state, search_files, search_docs, search_terms")
             if include_sources is None:
                 include_sources = "source" in self.kinds(self.state(c))
             c.execute("TRUNCATE search_terms, search_docs, search_files, search_state")
@@ -387,8 +410,15 @@ class PgSearchIndex:
         rebuild it when built with another configuration, else compare fingerprints."""
         kinds = set(kinds)
         with self._conn(conn) as c:
+            # one catching up at a time per home: the next reads the state the first left
+            # (two that read it and then both asked for the build's lock would deadlock)
+            c.execute("SELECT pg_advisory_xact_lock(hashtextextended("
+                      "'scriptorium-search-build:' || current_schema(), 0))")
             state = self.state(c)
             if self.is_current(state, kinds):
+                return
+            if not self.kinds(state):  # never built, or emptied by a crash: build in bulk
+                self.rebuild("source" in kinds, conn=c)
                 return
             if state.get("config", self.config) != self.config:
                 log.warning("search index built with %s, wanted %s: rebuilding",
