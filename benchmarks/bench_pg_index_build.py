@@ -121,8 +121,8 @@ def build(src: Path, root: Path, url: str = "", meter: CpuMeter | None = None,
           checkpoint: Callable[[], None] | None = None, phases: bool = False
           ) -> dict[str, Any]:
     """One build in a fresh process (the code in ``src``; for PostgreSQL into a home that code
-    created before): seconds, CPU, documents, and with ``meter`` the server's CPU (read after ``checkpoint`` and once the build's backends ended
-    and were reaped)."""
+    created before): seconds, CPU, documents, and with ``meter`` the server's CPU (read
+    after ``checkpoint`` and once the build's backends ended and were reaped)."""
     if url:  # the home's schema is made first (by the same code), not counted as the build
         subprocess.run([sys.executable, "-c", CREATE.format(src=str(src), url=url)],
                        capture_output=True, text=True, check=True)

@@ -330,13 +330,6 @@ def embedding_rows(index: PgSearchIndex, query: str, filters: Filters, limit: in
     return rank_by_embedding(rows, query, limit, embedder, cached, save)
 
 
-class _Session:
-    """What the search plan asks of a reader made after the ranking: its session."""
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-
-
 def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
               path_prefix: str | None = None, since: str | None = None,
               until: str | None = None, speaker: str | None = None,
@@ -363,8 +356,10 @@ def pg_search(index: PgSearchIndex, query: str, *, top_k: int = 5,
             reader = BranchReader(store, session, head)
     elif reader is None and head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
-    planned: Any = reader if side is None else _Session(side.session)
-    filters, depth = search_plan(filters, top_k, planned, own_session)
+    # the reader's session: of the reader, or of the one made after the ranking (``side``)
+    reading = side.session if side is not None else \
+        None if reader is None else reader.session_id
+    filters, depth = search_plan(filters, top_k, reading, own_session)
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
     found = Replacers(index)

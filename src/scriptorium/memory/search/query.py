@@ -397,7 +397,8 @@ def search(workspace: Any, query: str, *, top_k: int = 5, path_prefix: str | Non
         reader = branch_reader(workspace, session, head, store)
     elif reader is None and head is not None:
         raise InvalidInput("--head needs --session (the conversation the tip belongs to)")
-    filters, depth = search_plan(filters, top_k, reader, own_session)
+    filters, depth = search_plan(filters, top_k, None if reader is None else
+                                 reader.session_id, own_session)
     if method != "bm25" and embedder is None:
         embedder = load_embedder()  # raises EMBEDDING_UNAVAILABLE: never a silent fallback
     index = SearchIndex.of(workspace)
@@ -434,14 +435,16 @@ def rank_for_reader(reader: BranchReader, ranked: list[tuple[dict[str, Any], flo
     return hits
 
 
-def search_plan(filters: Filters, top_k: int, reader: BranchReader | None,
+def search_plan(filters: Filters, top_k: int, session: str | None,
                 own_session: bool) -> tuple[Filters, int]:
     """What either index is asked (SQLite here, PostgreSQL in :mod:`.pg_query`): the filters,
-    narrowed with ``own_session`` to claims citing the reader's conversation, and how many
-    candidates to rank before supersession and the reader's branch weights reorder them."""
-    if own_session and reader is not None and _json_verbatim(reader.session_id):
-        filters = dataclasses.replace(filters, cites=f'"{PROVIDER}/{reader.session_id}/')
-    depth = max(top_k, SUPERSESSION_DEPTH) if reader is None else \
+    narrowed with ``own_session`` to claims citing the reading conversation (``session``:
+    its id, None for a search without a reader), and how many candidates to rank before
+    supersession and the reader's branch weights reorder them. It needs only the id, so a
+    caller may plan before it has made the reader."""
+    if own_session and session is not None and _json_verbatim(session):
+        filters = dataclasses.replace(filters, cites=f'"{PROVIDER}/{session}/')
+    depth = max(top_k, SUPERSESSION_DEPTH) if session is None else \
         min(MAX_TOP_K, max(BRANCH_DEPTH, 3 * top_k))
     return filters, depth
 
