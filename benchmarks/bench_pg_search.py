@@ -11,23 +11,25 @@ process indexes the same files both ways and reports, side by side:
 - the install hook's index update per write, and the first query after that write (a real
   transaction adds a paragraph to one topic; both indexes are attached to the workspace),
   also as a ratio to the same query run again right after;
-- warm search through ``Memory`` on whole homes (pg_home_search.py): the directory home,
-  the PostgreSQL home, and the PostgreSQL home of ``--baseline-rev``, with the database
-  round trips per query counted on the wire;
+- through ``Memory`` on whole homes (pg_home_search.py; alone with ``--only-homes``): the
+  directory home beside the PostgreSQL home (and the PostgreSQL home of ``--baseline-rev``)
+  on the single-process write, warm search and the first query after a write, as ratios,
+  with the database round trips per query counted on the wire;
 - top-5 agreement with the SQLite BM25 ranking, for each text search configuration and
   ranking asked for: the mean share of SQLite's top 5 that PostgreSQL's top 5 also holds,
   and the share of queries whose top 5 is identical in order; on the synthetic topics (no
   English words) and on English memory written by the embedded writer (bench_recall's
   conversations).
 
-PostgreSQL: ``--pg URL`` (a server you run), else a throwaway server from tests/pgserver.py.
+PostgreSQL: ``--pg URL`` (a server you run), else a throwaway durable server (fsync and
+synchronous commit on) from tests/pgserver.py.
 The database round trip is local (127.0.0.1). Machine load is printed with every row.
 
 Usage:
     python benchmarks/bench_pg_search.py [--sizes 0.5,2] [--queries 20] [--writes 8]
         [--configs scriptorium_stem,english,simple] [--rankings bm25,ts_rank_cd]
-        [--english-sessions 30] [--pg URL] [--quick] [--baseline-rev fda7463]
-        [--home-sessions 24]
+        [--english-sessions 30] [--pg URL] [--quick] [--baseline-rev bd0982f]
+        [--home-sessions 24] [--only-homes]
 """
 
 from __future__ import annotations
@@ -246,11 +248,15 @@ def main() -> None:
     ap.add_argument("--english-sessions", type=int, default=30,
                     help="bench_recall conversations for the English agreement (0: skip)")
     ap.add_argument("--pg", help="a PostgreSQL server URL (default: start a throwaway one)")
-    ap.add_argument("--baseline-rev", default="fda7463",
-                    help="the revision whose PostgreSQL home the warm Memory search compares")
+    ap.add_argument("--baseline-rev", default="bd0982f",
+                    help="the revision whose PostgreSQL home the Memory table compares ('': "
+                    "none)")
     ap.add_argument("--home-sessions", type=int, default=24,
-                    help="sessions (× 20 turns) of the warm Memory search on whole homes "
-                    "(0: skip)")
+                    help="sessions (× 20 turns) of the Memory table on whole homes: write, "
+                    "warm search, first query after a write (0: skip)")
+    ap.add_argument("--only-homes", action="store_true",
+                    help="only the Memory table: the directory home beside the PostgreSQL "
+                    "home on the single-process write and search")
     ap.add_argument("--quick", action="store_true", help="only the default configuration and "
                     "BM25, no English agreement run (the speed table and its agreement)")
     args = ap.parse_args()
@@ -262,31 +268,14 @@ def main() -> None:
         sys.path.insert(0, str(REPO / "tests"))
         from pgserver import PgServer
 
-        server = PgServer()
+        server = PgServer(durable=True)  # fsync and synchronous commit, as a real server
         url = server.start()
     try:
         print(f"python {sys.version.split()[0]}; load average at start {load()}; "
               "PostgreSQL on 127.0.0.1; ours = PostgreSQL home, baseline = directory home "
-              "(SQLite FTS5)\n")
-        print("| topics | documents | index build: PG / SQLite | warm query p50: PG / SQLite | "
-              "warm p95: PG / SQLite | warm CPU per query: PG (client + server) / SQLite | "
-              "index update per write (hook): PG / SQLite | first query after a write: PG / "
-              "SQLite | first after a write ÷ the same query again: PG / SQLite | load |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for mb in (float(x) for x in args.sizes.split(",")):
-            rnd = random.Random(11)
-            vocab = vocabulary(random.Random(7))
-            queries = [" ".join(rnd.sample(vocab[20:1500], rnd.randint(1, 3)))
-                       for _ in range(args.queries)]
-            one_size(url, mb, queries, args.writes, args.configs.split(","),
-                     args.rankings.split(","))
-        if args.english_sessions:
-            english(url, args.english_sessions, args.configs.split(","),
-                    args.rankings.split(","))
-        print("\nTop-5 agreement with the SQLite BM25 ranking (same topics, same queries):\n")
-        print("| topics | text search config | ranking | top-5 overlap | identical top 5 |")
-        print("|---|---|---|---|---|")
-        print("\n".join(AGREEMENT))
+              "(SQLite FTS5)")
+        if not args.only_homes:
+            sizes(url, args)
         if args.home_sessions:
             from pg_home_search import homes_table
 
@@ -295,6 +284,29 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
+
+
+def sizes(url: str, args: argparse.Namespace) -> None:
+    """The index-level tables: per size, PostgreSQL beside SQLite; then the agreement."""
+    print("\n| topics | documents | index build: PG / SQLite | warm query p50: PG / SQLite | "
+          "warm p95: PG / SQLite | warm CPU per query: PG (client + server) / SQLite | "
+          "index update per write (hook): PG / SQLite | first query after a write: PG / "
+          "SQLite | first after a write ÷ the same query again: PG / SQLite | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for mb in (float(x) for x in args.sizes.split(",")):
+        rnd = random.Random(11)
+        vocab = vocabulary(random.Random(7))
+        queries = [" ".join(rnd.sample(vocab[20:1500], rnd.randint(1, 3)))
+                   for _ in range(args.queries)]
+        one_size(url, mb, queries, args.writes, args.configs.split(","),
+                 args.rankings.split(","))
+    if args.english_sessions:
+        english(url, args.english_sessions, args.configs.split(","),
+                args.rankings.split(","))
+    print("\nTop-5 agreement with the SQLite BM25 ranking (same topics, same queries):\n")
+    print("| topics | text search config | ranking | top-5 overlap | identical top 5 |")
+    print("|---|---|---|---|---|")
+    print("\n".join(AGREEMENT))
 
 
 if __name__ == "__main__":
