@@ -99,17 +99,9 @@ def _hits(index: PgSearchIndex, query: str) -> list[tuple]:
             for h in pg_search(index, query, include_sources=True)]
 
 
-def test_a_server_crash_empties_the_index_and_the_next_query_builds_it_again_in_bulk(
-        tmp_path, monkeypatch):
-    from pgserver import PgServer, home_url
-
-    server = PgServer()
-    try:
-        url = home_url(server.start())
-    except RuntimeError as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"no PostgreSQL server: {exc}")
+@pytest.fixture
+def counted(monkeypatch) -> dict[str, int]:
+    """How often the index was built in bulk and re-indexed file by file."""
     calls = {"rebuild": 0, "reindex": 0}
     rebuild, reindex = PgSearchIndex.rebuild, PgSearchIndex._reindex
 
@@ -123,11 +115,37 @@ def test_a_server_crash_empties_the_index_and_the_next_query_builds_it_again_in_
 
     monkeypatch.setattr(PgSearchIndex, "rebuild", counted_rebuild)
     monkeypatch.setattr(PgSearchIndex, "_reindex", counted_reindex)
+    return calls
+
+
+def test_a_first_query_keeps_what_the_install_hook_indexed_and_builds_nothing(pg, tmp_path,
+                                                                             counted):
+    ws = open_ws(tmp_path / "memory")
+    index = PgSearchIndex(pg, DirectorySource(ws))
+    index.attach(ws)
+    write_offsite(ws)  # each install indexes its topics
+    hooked = counted["reindex"]
+    assert hooked and index.count("claim") == 5
+    assert _hits(index, "offsite Lisbon budget")
+    assert counted["rebuild"] == 0  # compared fingerprints, kept the hook's rows
+
+
+def test_a_server_crash_empties_the_index_and_the_next_query_builds_it_again_in_bulk(
+        tmp_path, counted):
+    from pgserver import PgServer, home_url
+
+    server = PgServer()
+    try:
+        url = home_url(server.start())
+    except RuntimeError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no PostgreSQL server: {exc}")
     try:
         ws = write_offsite(open_ws(tmp_path / "memory"))
         with PgHome.open(url) as pg:
             before = _hits(PgSearchIndex(pg, DirectorySource(ws)), "offsite Lisbon budget")
-        assert before and calls == {"rebuild": 1, "reindex": 0}  # a new home: in bulk
+        assert before and counted == {"rebuild": 1, "reindex": 0}  # a new home: in bulk
         server.crash_restart()
         with PgHome.open(url) as pg:
             index = PgSearchIndex(pg, DirectorySource(ws))
@@ -136,6 +154,6 @@ def test_a_server_crash_empties_the_index_and_the_next_query_builds_it_again_in_
                         for t in INDEX_TABLES] == [0, 0, 0, 0]
             assert _hits(index, "offsite Lisbon budget") == before
             assert index.count() == 5 + 5
-        assert calls == {"rebuild": 2, "reindex": 0}  # built again in bulk, not file by file
+        assert counted == {"rebuild": 2, "reindex": 0}  # built again in bulk, not file by file
     finally:
         server.stop()

@@ -407,7 +407,8 @@ class PgSearchIndex:
 
     def ensure_current(self, kinds: Iterable[str], conn: Any | None = None) -> None:
         """Bring the index up to date for a query of ``kinds`` (see :meth:`is_current`):
-        rebuild it when built with another configuration, else compare fingerprints."""
+        build it when it holds nothing (in bulk) or was built with another configuration,
+        else compare fingerprints (what the install hook indexed is kept)."""
         kinds = set(kinds)
         with self._conn(conn) as c:
             # one catching up at a time per home: the next reads the state the first left
@@ -417,7 +418,9 @@ class PgSearchIndex:
             state = self.state(c)
             if self.is_current(state, kinds):
                 return
-            if not self.kinds(state):  # never built, or emptied by a crash: build in bulk
+            empty = not self.kinds(state) and c.execute(
+                "SELECT NOT EXISTS (SELECT FROM search_files)").fetchone()[0]
+            if empty:  # a new home, or one a crash emptied: build it in bulk
                 self.rebuild("source" in kinds, conn=c)
                 return
             if state.get("config", self.config) != self.config:
