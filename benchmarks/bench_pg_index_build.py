@@ -13,8 +13,8 @@ is off, so one build's deferred vacuum never lands in the next build's figures (
 runs its own ANALYZE).
 
 ``--phases`` adds, for our build at the largest size, where the server's CPU goes, statement
-by statement (the backend's CPU from /proc; COPY: the rest of the backend's CPU, while the
-client parses and sends the documents).
+by statement (the backend's CPU and its parallel workers', from /proc; COPY: the rest of the
+backend's CPU, while the client parses and sends the documents).
 
 Run: python benchmarks/bench_pg_index_build.py [--sizes 0.5,2,9.8] [--baseline-rev bd0982f]
      [--phases] [--url postgresql://…]
@@ -75,20 +75,24 @@ PgHome.open({url!r}).close()
 
 
 def traced_rebuild(pg: Any, index: Any) -> tuple[int, list[tuple[str, float]]]:
-    """``index.rebuild(False)`` in one connection whose backend's CPU is read around each
-    statement; returns the documents and (statement, backend CPU s) in order, the backend
-    CPU no statement took last (the COPY of documents and files)."""
+    """``index.rebuild(False)`` in one connection whose backend's CPU (and its parallel
+    workers', once the postmaster reaped them) is read around each statement; returns the
+    documents and (statement, CPU s) in order, the backend CPU no statement took last (the
+    COPY of documents and files)."""
     from worker_procs import _proc_stat
 
     tick = os.sysconf("SC_CLK_TCK")
+    postmaster = 0
 
     def cpu(pid: int) -> float:
-        fields = _proc_stat(pid) or ["0"] * 13
-        return (int(fields[11]) + int(fields[12])) / tick
+        fields = _proc_stat(pid) or ["0"] * 15
+        reaped = _proc_stat(postmaster) or ["0"] * 15
+        return (int(fields[11]) + int(fields[12]) + int(reaped[13]) + int(reaped[14])) / tick
 
     phases: list[tuple[str, float]] = []
     with pg.connection() as conn:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        postmaster = int((_proc_stat(pid) or ["0", "0"])[1])
         real = type(conn).execute
         start = cpu(pid)
 
@@ -97,6 +101,7 @@ def traced_rebuild(pg: Any, index: Any) -> tuple[int, list[tuple[str, float]]]:
             try:
                 return real(self, sql, params, **kw)
             finally:
+                time.sleep(0.05)  # parallel workers exit, and are reaped
                 phases.append((" ".join(str(sql).split()[:4]), cpu(pid) - before))
 
         type(conn).execute = timed  # type: ignore[method-assign]
@@ -190,7 +195,8 @@ def main() -> None:
                       f"{cpu(ours) / cpu(base):.2f}× | {load()} |", flush=True)
             if traced:
                 print(f"\nWhere the server's CPU goes in our build at {max(sizes):g} MB "
-                      f"(the backend, statement by statement; load {load()}):\n")
+                      f"(the backend and its parallel workers, statement by statement; "
+                      f"load {load()}):\n")
                 print("| statement | backend CPU | share |")
                 print("|---|---|---|")
                 total = sum(c for _, c in traced)

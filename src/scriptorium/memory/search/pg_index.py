@@ -18,10 +18,10 @@ own, reading its documents after taking it, so concurrent writers never leave a 
 twice or stale; files are locked in path order (no deadlock between updates).
 
 Derived, so not logged: the index's tables are UNLOGGED (no write-ahead log for a build or a
-write's re-indexing). A crash empties them; the next query finds no kinds indexed and builds
-the whole index in bulk, as it does for a home never searched: documents and files by COPY,
-stemmed and posted by one statement in the server, the GIN index and the postings' key built
-once afterwards by sorting (not maintained row by row).
+write's re-indexing). A crash empties them; the next query finds the index empty and builds
+it whole, in bulk, as for a home never searched or written: documents and files by COPY,
+stemmed and posted by one statement in the server, the GIN index and the postings' key
+built once afterwards by sorting (not maintained row by row).
 """
 
 from __future__ import annotations
