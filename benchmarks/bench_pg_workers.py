@@ -314,24 +314,36 @@ def show_workers(rows: list[dict]) -> None:
             print(f"- {r['what']}: " + ", ".join(parts))
 
 
-def show_memory(title: str, rows: list[dict]) -> None:
-    """The memory-work table: rate, ratio, CPU per turn, redos, load, the two checks."""
+def ceiling(r: dict, one: dict | None, cores: int) -> str:
+    """The ratio to one worker that ``cores`` leave room for at this run's CPU per turn:
+    cores / (CPU per turn, workers + server) / one worker's turns/s."""
+    if one is None or r.get("server_ms") is None:
+        return "n/a"
+    return f"{cores / ((r['cpu_ms'] + r['server_ms']) / 1000) / one['turns_s']:.2f}x"
+
+
+def show_memory(title: str, rows: list[dict], cores: int) -> None:
+    """The memory-work table: rate, ratio beside the ceiling the cores leave, CPU per turn,
+    redos, load, the two checks."""
+    one = next((r for r in rows if r.get("workers") == 1 and "turns_s" in r), None)
     print(f"\n## {title}\n")
-    print("| workers | turns/s | ratio to 1 | wall s | CPU ms/turn: workers (start-up "
+    print(f"| workers | turns/s | ratio to 1 | {cores}-core ceiling = {cores} / (CPU per turn "
+          "x 1 worker's turns/s) | wall s | CPU ms/turn: workers (start-up "
           "excluded) + server = total | publishing share "
           "| install redos (CONCURRENT_UPDATE) / jobs retried | load 1/5/15 "
           "| turns handed to the writer twice / citations beyond the 1-worker run "
           "| omissions |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "missing" in r:
-            print(f"| {r['what']} | not measurable yet: {r['missing']} | | | | | | | | |")
+            print(f"| {r['what']} | not measurable yet: {r['missing']} | | | | | | | | | |")
             continue
         cpu = f"{r['cpu_ms']:.2f} + " + ("n/a" if r["server_ms"] is None else
                                          f"{r['server_ms']:.2f} = "
                                          f"{r['cpu_ms'] + r['server_ms']:.2f}")
         serial = "n/a" if r.get("serial") is None else f"{r['serial'] * 100:.0f} %"
-        print(f"| {r['what']} | {r['turns_s']:.1f} | {r['ratio']:.2f}x | {r['wall_s']:.1f} "
+        print(f"| {r['what']} | {r['turns_s']:.1f} | {r['ratio']:.2f}x "
+              f"| {ceiling(r, one, cores)} | {r['wall_s']:.1f} "
               f"| {cpu} | {serial} | {r['redos']} / {r['retried'] or 0} | {r['load']} "
               f"| {r['duplicates']} | {r['omissions']} |")
 
@@ -357,7 +369,10 @@ def show_breakdown(rows: list[dict], cores: int) -> None:
         f"{r['workers']}{' with kills' if r['killed'] else ''}: "
         f"{r['cpu_ms'] + r['server_ms']:.2f} ms "
         f"({(r['cpu_ms'] + r['server_ms']) / busy:.2f}x)" for r in rows
-        if "turns_s" in r and r["server_ms"] is not None) + ".")
+        if "turns_s" in r and r["server_ms"] is not None) + "; the workers' own CPU per "
+          "turn alone: " + ", ".join(
+        f"{r['workers']}{' with kills' if r['killed'] else ''}: {r['cpu_ms']:.2f} ms "
+        f"({r['cpu_ms'] / one['cpu_ms']:.2f}x)" for r in rows if "turns_s" in r) + ".")
 
 
 def show_versus(rows: list[dict], base: list[dict], rev: str) -> None:
@@ -493,7 +508,7 @@ def main() -> int:
                                        int(n) for n in args.workers.split(",")))
             for name, rows in found.items():
                 show_memory(f"memory work (embedded writer), every session its own subject: "
-                            f"{name}", rows)
+                            f"{name}", rows, os.cpu_count() or 1)
                 show_workers(rows)
                 show_breakdown(rows, os.cpu_count() or 1)
             if args.baseline_rev:
@@ -506,7 +521,7 @@ def main() -> int:
                 for name, rows in found.items():
                     show_memory(f"memory work, {shared} sessions each on one of "
                                 f"{args.shared_topics} shared subjects (all workers write the "
-                                f"same topics): {name}", rows)
+                                f"same topics): {name}", rows, os.cpu_count() or 1)
         if args.only in (None, "single"):
             show("one writing process: directory vs PostgreSQL home", single_section(
                 args.url, args.sessions, args.turns), "turns_s")

@@ -13,17 +13,21 @@ database home neither is needed per job:
   keyed by the file's version: a summary is only ever used for the exact bytes it
   describes) in its own database transaction, and the mirror's refresh fetches them with
   the files, so another worker takes a summary instead of parsing; a file whose summary is
-  missing (written by a home copy, by hand, or by an older program) is parsed as before.
+  missing (written by a home copy, by hand, or by an older program) is parsed as before;
+* a worker's write step does not even fetch the other workers' topic files (see
+  :mod:`.pg_mirror`): the summary is all the catalog needs until it finds such a topic for
+  the writer (:meth:`PgTopicCatalog.named`), which is then fetched and written again.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, name_keys, summarize, \
     title_of
+from ..errors import ReasonCode
 from .fingerprints import sha256
 from .topics import TopicDoc, parse_topic_bytes
 
@@ -38,6 +42,7 @@ class MirrorPlace(Protocol):
     root: Path
     sources: "SourceArchive"
     pg: Any
+    conflicts: int  # installs (here: writer runs) redone because memory moved under them
 
     def mirror_changes(self) -> dict[str, TopicSummary | None]: ...
 
@@ -45,19 +50,47 @@ class MirrorPlace(Protocol):
 
     def in_write_step(self) -> bool: ...
 
-    def install_summaries(self, rows: dict[str, str]) -> None: ...
+    def install_summaries(self, rows: dict[str, tuple[str, list[str]]]) -> None: ...
 
     def stored_summaries(self) -> set[str]: ...
 
     def topic_bytes(self, rel: str) -> bytes | None: ...
 
+    def fetch_topics(self, paths: Iterable[str]) -> list[str]: ...
 
-# Store a (path, version, summary) row; a newer version's summary is never replaced by an
-# older one (installs of one path may commit out of order with their summaries' writes).
-STORE_SUMMARY_SQL = ("INSERT INTO memory_topic_summaries (path, version, summary) "
-                     "VALUES (%s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
-                     "version = EXCLUDED.version, summary = EXCLUDED.summary "
-                     "WHERE memory_topic_summaries.version < EXCLUDED.version")
+    def topics_keyed(self, keys: Iterable[str]) -> list[str]: ...
+
+    def _fetch_all(self) -> None: ...
+
+
+# Store a (path, version, summary, keys) row; a newer version's summary is never replaced
+# by an older one (installs of one path may commit out of order with their summaries' writes).
+STORE_SUMMARY_SQL = ("INSERT INTO memory_topic_summaries (path, version, summary, keys) "
+                     "VALUES (%s, %s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
+                     "version = EXCLUDED.version, summary = EXCLUDED.summary, "
+                     "keys = EXCLUDED.keys WHERE memory_topic_summaries.version < "
+                     "EXCLUDED.version")
+
+
+def topic_keys(summary: TopicSummary) -> list[str]:
+    """What a catalog may be asked about a topic, as stored beside its summary: ``i:`` each
+    block id and alias, and each block id its block links name; ``r:`` each cited source;
+    ``t:`` each footnote target; ``n:`` its names (:func:`~.catalog.name_keys`); ``l``
+    when it has block links (an install that moves a paragraph rewrites the links to it)."""
+    keys = {f"n:{key}" for key in name_keys(summary)}
+    for b in summary.blocks:
+        keys.update(f"i:{i}" for i in b.ids)
+        keys.update(f"i:{bid}" for _, bid in b.links)
+        keys.update(f"r:{ref}" for ref in b.refs)
+        keys.update(f"t:{target}" for target in b.targets)
+        if b.links:
+            keys.add("l")
+    return sorted(keys)
+
+
+def stored_form(summary: TopicSummary) -> tuple[str, list[str]]:
+    """(summary as stored, its keys): the row an install writes beside its file."""
+    return summary_json(summary), topic_keys(summary)
 
 
 def summary_json(summary: TopicSummary) -> str:
@@ -91,13 +124,16 @@ class PgTopicCatalog(TopicCatalog):
     def refresh(self, hold: int | None = None) -> "PgTopicCatalog":
         """Learn the topic files the mirror changed since the last refresh: the stored
         summary of that exact version when there is one, else a parse of the file, all in
-        one write of the catalog. Outside a write step (upkeep, readers) the mirror is also
-        walked as a directory catalog walks ``topics/``, so a file written into it by hand
-        is seen; a write step never walks (its cost follows the batch, not the number of
-        topics)."""
+        one write of the catalog. Outside a write step (upkeep, readers) the topics the
+        mirror left in the database are fetched first, and the mirror is walked as a
+        directory catalog walks ``topics/``, so a file written into it by hand is seen; a
+        write step never walks (its cost follows the batch, not the number of topics)."""
         with self._lock:
             if hold is not None and hold == self._fresh_hold:
                 return self
+            step = self.workspace.in_write_step()
+            if not step:
+                self.workspace._fetch_all()
             learnt: list[TopicSummary | str] = []
             shared: list[TopicSummary] = []
             for rel, summary in self.workspace.mirror_changes().items():
@@ -107,12 +143,73 @@ class PgTopicCatalog(TopicCatalog):
                     shared.append(summary)
             self._write(learnt, [], 0)
             self._take(shared)
-            if not self.workspace.in_write_step():
+            if not step:
                 super().refresh(hold)
                 return self
             self._resolve_again()
             self._fresh_hold = hold
             return self
+
+    # -- the topics a worker's mirror left in the database (see the module docstring) ------
+
+    def _bring(self, keys: Iterable[str], *, redo: bool) -> None:
+        """Fetch the topics this mirror does not hold whose stored keys meet ``keys``, and
+        learn them, so the local answer that follows is the whole tree's. ``redo``: asked
+        inside a transaction, whose stage lacks them: stop it (retryable StaleTransaction)
+        so its retry runs on a stage that holds them."""
+        found = self.workspace.topics_keyed(keys)
+        if not found:
+            return
+        fetched = self.workspace.fetch_topics(found)
+        self.refresh()
+        if redo:
+            from .transaction import StaleTransaction
+
+            self.workspace.conflicts += 1
+            raise StaleTransaction(f"{(fetched or found)[0]} (written by another worker) "
+                                   "concerns this write and was not in this mirror; fetched "
+                                   "it: write again on a fresh stage",
+                                   code=ReasonCode.CONCURRENT_UPDATE)
+
+    def named(self, stem: str, title: str) -> list[str]:
+        """As the directory catalog's, the topics this mirror left in the database
+        included: one found is fetched and the writer asking is stopped (see
+        :meth:`_bring`; it would otherwise start the topic afresh on a stage without it)."""
+        keys = [f"stem:{stem}"] + ([f"title:{title}"] if title else [])
+        self._bring([f"n:{key}" for key in keys], redo=True)
+        return super().named(stem, title)
+
+    def cited(self, refs: Iterable[str] | None = None) -> set[str]:
+        """As the directory catalog's, over the whole tree: the topics this mirror left in
+        the database that cite one of ``refs`` are fetched first (a batch another worker
+        wrote but did not live to mark is cited there: it must not be written twice)."""
+        if refs is None:
+            self.workspace._fetch_all()
+            self.refresh()
+            return super().cited(None)
+        refs = list(refs)
+        self._bring([f"r:{ref}" for ref in refs], redo=False)
+        return super().cited(refs)
+
+    def paths_citing(self, target: str) -> list[str]:
+        self._bring([f"t:{target}"], redo=True)
+        return super().paths_citing(target)
+
+    def before_validate(self, docs: Mapping[str, TopicDoc]) -> None:
+        """A transaction parsed the files it installs and is about to check them against
+        the tree: fetch (and redo it with) any topic left in the database that holds one
+        of their block ids or the ids they link to, or that has block links of its own,
+        so every later question of the check (ids, duplicates, links, refs) is answered
+        from topics this mirror holds. One query, whatever the tree's size."""
+        keys = {"l"}
+        for rel, doc in docs.items():
+            for block in doc.blocks:
+                keys.update(f"i:{i}" for i in block.ids)
+                keys.update(f"i:{bid}" for _, bid in block.links)
+            summary = self.summary(rel)
+            for old in summary.blocks if summary is not None else ():
+                keys.update(f"i:{i}" for i in old.ids)
+        self._bring(keys, redo=True)
 
     def _take(self, shared: list[TopicSummary]) -> None:
         """Record summaries other writers stored, in one write. Their footnotes are kept
@@ -147,7 +244,7 @@ class PgTopicCatalog(TopicCatalog):
             if doc is not None and body is not None:
                 announced[rel] = super()._installed_summary(rel, doc, body, shas[rel], resolve)
         self._announced = announced  # what :meth:`installed` learns, not summarized again
-        self.workspace.install_summaries({rel: summary_json(s) for rel, s in announced.items()})
+        self.workspace.install_summaries({rel: stored_form(s) for rel, s in announced.items()})
 
     def _installed_summary(self, rel: str, doc: TopicDoc, body: bytes, sha: str,
                            resolve: Resolve | None) -> TopicSummary:
@@ -165,13 +262,13 @@ class PgTopicCatalog(TopicCatalog):
         stored = self.workspace.stored_summaries()
         with self._lock:
             summaries = {rel: self.summary(rel) for rel in docs if rel not in stored}
-        rows = [(rel, version, summary_json(s)) for rel, s in sorted(summaries.items())
+        rows = [(rel, version, *stored_form(s)) for rel, s in sorted(summaries.items())
                 if s is not None and (version := self.workspace.version_of(rel)) is not None]
         if rows:
             self._store(rows)
 
-    def _store(self, rows: list[tuple[str, int, str]]) -> None:
-        """Store (path, version, summary) rows; a newer version's summary is never replaced
+    def _store(self, rows: list[tuple[str, int, str, list[str]]]) -> None:
+        """Store (path, version, summary, keys) rows; a newer version's summary is never replaced
         by an older one. Best effort: a summary not stored is a parse for the others."""
         pg = self.workspace.pg
         try:

@@ -1,16 +1,21 @@
 """A PostgreSQL workspace's mirror: the private directory the writers and readers work in,
 pulled from the database by generation (see :mod:`.pg_workspace`).
 
-What a pull fetches follows the work: every topic file that moved (with its stored
-summary, so the catalog need not parse it), but no archive file of another session, neither
-inside a write step nor when the mirror is opened. Those are noted as remote and fetched
-one at a time when something reads them (the archive asks :meth:`MirrorOps._fetch` before
-each load), all at once before a walk of the whole archive (:meth:`MirrorOps._fetch_all`:
-status, the revision's files, a home copy) and by any other pull outside a write step
-(verify, upkeep). The archive's collision check asks the index of every path the database
-holds (:class:`~.pg_parts.PathIndex`), kept from the same rows, so a file the mirror never
-fetched still counts. Mixed into :class:`~.pg_workspace.PgWorkspace`, whose state it reads
-and writes.
+What a pull fetches follows the work. Every file the mirror holds is pulled again when it
+moves. Inside a write step no archive file of another session is pulled (neither when the
+mirror is opened), and, in a worker whose writer reaches topics only through the catalog
+(``lazy_topics``: :mod:`.work`), no topic file the mirror does not hold, nor its summary:
+the catalog holds only the topics the mirror holds, and asks the database (the keys stored
+with each summary) which of the others concern a job. Those files are noted as remote and
+fetched when something needs them (:meth:`MirrorOps._pull`: the archive asks before each
+load, the catalog when a topic it asked about is remote), all at once before a walk of
+the whole tree
+(:meth:`MirrorOps._fetch_all`: status, verify, the revision's files, a home copy) and by any
+other pull outside a write step. So a job's cost follows its own batch, not how much the
+other workers wrote. The archive's collision check asks the index of every path the
+database holds (:class:`~.pg_parts.PathIndex`), kept from the same rows, so a file the
+mirror never fetched still counts. Mixed into :class:`~.pg_workspace.PgWorkspace`, whose
+state it reads and writes.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import CorruptFile
 from ..fsutil import atomic_write_bytes, safe_join
@@ -82,17 +87,24 @@ class MirrorOps:
         _order: "PgBlockOrder"
         _paths: "PathIndex"
         fetched_archive: int
+        fetched_topics: int
+        lazy_topics: bool
+
+        def lock(self, timeout: float | None = 1.0) -> Any: ...
 
     def refresh(self, *, full: bool = False, counters: bool | None = None,
                 lazy: bool | None = None) -> None:
         """Pull every row written since the mirror's generation (``full``: everything) and
         write or delete the mirror files that differ. One repeatable-read snapshot, so the
         mirror lands on exactly one generation. Inside a write step the archive files are
-        not pulled, only noted (:meth:`_fetch` pulls the few a job reads), and the counters
-        file (with the whole block order, which grows with memory) is not assembled unless
-        ``counters`` says so: nothing in a step reads it (:meth:`load_runtime`). ``lazy``
-        leaves the archive files remote outside a step too (a mirror just opened: its
-        first reader pulls them, its first write step does not)."""
+        not pulled, only noted (:meth:`_fetch` pulls the few a job reads), nor (with
+        ``lazy_topics``) the topic files this mirror does not hold: they are noted as
+        remote, and the catalog asks the database which of them concern a job
+        (:meth:`topics_keyed`); and the counters file (with the whole block order,
+        which grows with memory) is not assembled unless ``counters`` says so: nothing in
+        a step reads it (:meth:`load_runtime`). ``lazy`` leaves the archive files remote
+        outside a step too (a mirror just opened: its first reader pulls them, its first
+        write step does not)."""
         if full:
             self._generation, self._have, self._remote = 0, {}, {}
             self._runtime_at = self._counters_seen = None
@@ -122,29 +134,15 @@ class MirrorOps:
                                     "WHERE version > %s", (self._generation,)).fetchall()
                 if self._generation == 0:
                     self._paths.clear()
-                wanted = self._note(rows, lazy)
+                wanted, left = self._note(rows, lazy)
                 wanted += sorted(repull - set(wanted))
-                # each topic with its summary of that very version, when its install stored one
-                contents = conn.execute(
-                    "SELECT f.path, f.content, f.version, s.summary FROM memory_files f "
-                    "LEFT JOIN memory_topic_summaries s ON s.path = f.path "
-                    "AND s.version = f.version WHERE f.path = ANY(%s)", (wanted,)).fetchall() \
-                    if wanted else []
+                contents = self._rows(conn, wanted, left)
                 if not in_step and self._runtime_at != generation:
                     marker = self._order.marker(conn)
                     if marker != self._counters_seen:
                         runtime.append(self._order.file(conn))
         self._repull -= repull
-        for path, content, version, summary in contents:
-            if path != RUNTIME_FILE:
-                self._write_mirror(path, None if content is None else bytes(content))
-                self.fetched_archive += path.startswith("sources/")
-            self._have[path] = version
-            self._remote.pop(path, None)
-            if path.startswith("topics/"):
-                with self._changed_guard:
-                    self._changed[path] = summary_of(path, summary) \
-                        if summary is not None and content is not None else None
+        self._land(contents)
         with self._changed_guard:
             for path in repull - {row[0] for row in contents}:
                 if path.startswith("topics/"):
@@ -155,12 +153,17 @@ class MirrorOps:
             self._runtime_at, self._counters_seen = generation, marker
         self._generation = generation
 
-    def _note(self, rows: list[tuple[str, int, bool]], lazy: bool) -> list[str]:
-        """Take the (path, version, deleted) rows a refresh found into the path index; the
-        paths whose content to pull now: every file the mirror holds in another version,
-        except (``lazy``) archive files, which are noted as remote (a stale copy dropped)
-        and pulled when read. Outside a write step the remote ones are pulled too."""
-        wanted = []
+    def _note(self, rows: list[tuple[str, int, bool]], lazy: bool) -> tuple[list[str],
+                                                                             list[str]]:
+        """Take the (path, version, deleted) rows a refresh found into the path index.
+        Returns the paths whose content to pull now (every file the mirror holds in
+        another version) and, with ``lazy_topics`` in a step, the topic files the mirror
+        does not hold, to leave in the database (see :meth:`_rows`). With ``lazy`` the
+        archive files are noted as remote (a stale copy dropped) and pulled when read;
+        outside a step every remote file is pulled."""
+        wanted: list[str] = []
+        left: list[str] = []
+        lazy_topics = lazy and self.lazy_topics
         for path, version, deleted in rows:
             if deleted:
                 self._paths.remove(path)
@@ -174,37 +177,111 @@ class MirrorOps:
                         self._write_mirror(path, None)
                 self._remote[path] = version
                 continue
+            if lazy_topics and not deleted and path.startswith("topics/") \
+                    and path not in self._have:
+                left.append(path)
+                continue
             wanted.append(path)
         if not lazy:
             wanted += [path for path in self._remote if path not in wanted]
-        return wanted
+        return wanted, left
 
-    def _fetch_all(self) -> None:
-        """Pull every remote archive file (a reader about to walk the whole archive)."""
-        while self._remote:
-            with self.pg.connection() as conn:
-                rows = conn.execute("SELECT path, content, version FROM memory_files WHERE "
-                                    "path = ANY(%s)", (sorted(self._remote),)).fetchall()
-            for path, content, version in rows:
-                self._write_mirror(path, None if content is None else bytes(content))
-                self.fetched_archive += 1
-                self._have[path] = version
-            for path in {row[0] for row in rows} | set(self._remote):
-                self._remote.pop(path, None)
+    @staticmethod
+    def _rows(conn: Any, wanted: list[str],
+              lazy: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+        """(path, content, deleted, version, stored summary) of ``wanted`` and of the
+        ``lazy`` topic paths, those without content or summary when their version has a
+        stored summary with its keys (else whole: a file no key lookup would find must be
+        held). The paths the database lacks have no row."""
+        if not wanted and not lazy:
+            return []
+        whole = "f.path = ANY(%(wanted)s) OR s.keys IS NULL"
+        rows: list[tuple[Any, ...]] = conn.execute(
+            f"SELECT f.path, CASE WHEN {whole} THEN f.content END, f.content IS NULL, "
+            f"f.version, CASE WHEN {whole} THEN s.summary END FROM memory_files f "
+            "LEFT JOIN memory_topic_summaries s ON s.path = f.path AND s.version = f.version "
+            "WHERE f.path = ANY(%(all)s)",
+            {"wanted": list(wanted), "all": [*wanted, *lazy]}).fetchall()
+        return rows
 
-    def _fetch(self, rel: str) -> None:
-        """Pull the archive file ``rel`` if the database holds a version the mirror does
-        not (see :meth:`refresh`): the one file a read in a write step needs."""
-        if rel not in self._remote:
+    def _land(self, rows: list[tuple[Any, ...]]) -> None:
+        """Write the rows of :meth:`_rows` into the mirror: a file with its content is
+        written (or deleted) and held, its stored summary handed to the catalog; a topic
+        that came without is noted as remote (the catalog asks the database about it:
+        :meth:`topics_keyed`, and :meth:`fetch_topics` brings it when it concerns a job)."""
+        for path, content, deleted, version, summary in rows:
+            topic = path.startswith("topics/")
+            if content is None and not deleted:  # left in the database (lazy topics)
+                self._have.pop(path, None)
+                self._remote[path] = version
+                continue
+            if path != RUNTIME_FILE:
+                self._write_mirror(path, None if deleted else bytes(content))
+                if not deleted:
+                    self.fetched_archive += path.startswith("sources/")
+                    self.fetched_topics += topic
+            self._have[path] = version
+            self._remote.pop(path, None)
+            if topic:
+                with self._changed_guard:
+                    self._changed[path] = summary_of(path, summary) \
+                        if summary is not None and not deleted else None
+
+    def _pull(self, paths: Iterable[str]) -> None:
+        """Fetch ``paths`` whole (content and stored summary) into the mirror, whatever it
+        holds of them: the one archive file a read in a write step needs (:meth:`_fetch`),
+        every remote file before a walk of the whole archive (:meth:`_fetch_all`), the
+        topic files a job turns out to read (:meth:`fetch_topics`). A path the database
+        no longer holds leaves the mirror too. A topic pulled is announced to the catalog
+        again, so a stage synced while it was remote copies it now."""
+        wanted = sorted(set(paths))
+        if not wanted:
             return
         with self.pg.connection() as conn:
-            row = conn.execute("SELECT content, version FROM memory_files WHERE path = %s",
-                               (rel,)).fetchone()
-        self._write_mirror(rel, None if row is None or row[0] is None else bytes(row[0]))
-        self.fetched_archive += 1
-        self._remote.pop(rel, None)
-        if row is not None:
-            self._have[rel] = row[1]
+            rows = self._rows(conn, wanted)
+        self._land(rows)
+        for path in set(wanted) - {row[0] for row in rows}:
+            self._remote.pop(path, None)
+            self._have.pop(path, None)
+            with contextlib.suppress(OSError, CorruptFile):
+                self._write_mirror(path, None)
+            if path.startswith("topics/"):
+                with self._changed_guard:
+                    self._changed[path] = None
+
+    def _fetch(self, rel: str) -> None:
+        """Pull ``rel`` if the database holds a version the mirror does not (see
+        :meth:`refresh`)."""
+        if rel in self._remote:
+            self._pull([rel])
+
+    def _fetch_all(self) -> None:
+        """Pull every remote file (a reader about to walk the whole archive or tree)."""
+        while self._remote:
+            self._pull(list(self._remote))
+
+    def topics_keyed(self, keys: Iterable[str]) -> list[str]:
+        """The topic files whose stored keys (:func:`~.pg_catalog.topic_keys`) include one
+        of ``keys`` and that this mirror does not hold: what a catalog that knows only
+        the held topics must fetch to answer for the whole tree. One indexed query; none
+        unless the mirror leaves topics in the database (``lazy_topics``, set before a
+        worker's first step)."""
+        if not self.lazy_topics:
+            return []
+        with self.pg.connection() as conn:
+            rows = conn.execute(
+                "SELECT s.path FROM memory_topic_summaries s JOIN memory_files f ON "
+                "f.path = s.path AND f.version = s.version WHERE s.keys && %s::text[]",
+                (sorted(set(keys)),)).fetchall()
+        return sorted(path for (path,) in rows if path not in self._have)
+
+    def fetch_topics(self, paths: Iterable[str]) -> list[str]:
+        """Pull those of the topic files ``paths`` that are remote, under the workspace
+        lock (it orders the threads touching the mirror); returns them."""
+        with self.lock():
+            remote = sorted(p for p in paths if p in self._remote)
+            self._pull(remote)
+        return remote
 
     def mirror_changes(self) -> dict[str, TopicSummary | None]:
         """The topic files the refreshes wrote since the last call, with their stored

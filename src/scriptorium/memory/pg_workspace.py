@@ -13,7 +13,8 @@ locks a row that grows with memory (:class:`~.pg_parts.PgBlockOrder`).
 The writers, the transaction's validation and every reader work on files, so each process
 keeps a *mirror*: a private temporary directory laid out like a directory workspace, pulled
 from the database by generation when it is opened and whenever the workspace lock is taken
-(the archive files of other sessions only when read: :mod:`.pg_mirror`).
+(in a write step, the archive files of other sessions and, in a worker, the topic files
+of other workers only when read: :mod:`.pg_mirror`).
 The database is memory; the mirror is a cache that a crash simply throws away, so it is
 written without fsync (:func:`~scriptorium.fsutil.cache_writes`). The mirror's topic catalog
 learns other writers' topics from the summaries their installs stored (:mod:`.pg_catalog`),
@@ -96,6 +97,11 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         # version): fetched when first read in a write step, by any refresh outside one
         self._remote: dict[str, int] = {}
         self.fetched_archive = 0  # archive files the mirror pulled from the database (tests)
+        self.fetched_topics = 0  # topic files the mirror pulled from the database (tests)
+        # a write step leaves the topic files this mirror does not hold in the database,
+        # taking their stored summaries (set by a worker whose writer reaches existing
+        # topics only through the catalog: :mod:`.work`); see :meth:`refresh`
+        self.lazy_topics = False
         self.sources = PgSourceArchive(self.root, self.runtime_dir, self._publish_sources,
                                        fetch=self._fetch, entries=self._paths.entries,
                                        fetch_all=self._fetch_all)
@@ -274,9 +280,9 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         """This mirror's topic catalog (see :mod:`.pg_catalog`; ``TopicCatalog.of`` asks)."""
         return PgTopicCatalog(self)
 
-    def install_summaries(self, rows: dict[str, str]) -> None:
-        """The summaries (path -> stored form) of the topic files the next install of this
-        thread writes: stored in its own database transaction (:meth:`_push`)."""
+    def install_summaries(self, rows: dict[str, tuple[str, list[str]]]) -> None:
+        """The summaries (path -> stored form and keys) of the topic files the next install
+        of this thread writes: stored in its own database transaction (:meth:`_push`)."""
         self._local.summaries = rows
 
     def stored_summaries(self) -> set[str]:
@@ -297,7 +303,7 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
 
         # the summaries the install announced (:meth:`install_summaries`): taken whatever
         # happens next, so none outlives the install it describes
-        summaries: dict[str, str] = getattr(self._local, "summaries", {}) \
+        summaries: dict[str, tuple[str, list[str]]] = getattr(self._local, "summaries", {}) \
             if revision is not None else {}
         self._local.summaries, self._local.stored = {}, set()
         for rel in writes:
@@ -319,6 +325,8 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
                     moved = [rel for rel in topics if now.get(rel) != base.get(rel)]
                     if moved:
                         self.conflicts += 1
+                        # the retry's refresh pulls them whole, held or remote
+                        self._repull.update(moved)
                         raise StaleTransaction(
                             f"{moved[0]} changed while the writer was running (another "
                             "writer installed it); retry on a fresh stage",
@@ -350,7 +358,8 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
                              if rel.startswith("topics/")])
                         if summaries:  # other workers take these instead of parsing
                             cur.executemany(STORE_SUMMARY_SQL, [
-                                (rel, generation, body) for rel, body in sorted(summaries.items())
+                                (rel, generation, body, keys)
+                                for rel, (body, keys) in sorted(summaries.items())
                                 if writes.get(rel) is not None])
                 for hook in self._in_transaction:
                     hook(self, writes, conn)

@@ -36,6 +36,9 @@ class MemoryJobs:
 
     def __init__(self, memory: MemoryView) -> None:
         self.memory = memory
+        workspace: Any = getattr(memory, "workspace", None)
+        if hasattr(workspace, "lazy_topics"):
+            workspace.lazy_topics = finds_topics_by_catalog(getattr(memory, "writer", None))
 
     def __call__(self, job: "Job") -> "JobOutcome":
         from ..postgres.jobs import JobOutcome
@@ -84,6 +87,17 @@ class MemoryJobs:
         if not self.memory.branch_qualifies(sid, left.tip):
             return None
         return self.memory.write_branch(sid, left.tip)
+
+
+def finds_topics_by_catalog(writer: Any) -> bool:
+    """Whether ``writer`` reaches an existing topic only through the catalog (the embedded
+    writer: :func:`~.writers.embedded.find_topic`), so a worker's write steps may leave the
+    topic files its mirror does not hold in the database (their summaries suffice until
+    the catalog finds one for the writer: :meth:`~.pg_catalog.PgTopicCatalog.named`). Any
+    other writer may read any file of its stage, which then holds them all."""
+    from .writers.embedded import EmbeddedWriter
+
+    return isinstance(writer, EmbeddedWriter)
 
 
 def pg_home_of(memory: Any) -> "PgHome":

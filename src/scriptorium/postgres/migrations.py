@@ -141,6 +141,14 @@ TOPIC_SUMMARIES = """
     )
 """
 
+# the keys of each stored summary (block ids, cited sources, footnote targets, names, and
+# "l" when it has block links: memory.pg_catalog.topic_keys), so a worker asks which topics
+# its batch concerns instead of learning every topic another worker wrote
+TOPIC_KEYS = """
+    ALTER TABLE memory_topic_summaries ADD COLUMN keys text[];
+    CREATE INDEX memory_topic_summaries_keys ON memory_topic_summaries USING gin (keys);
+"""
+
 MIGRATIONS: dict[str, list[str]] = {
     "home": [
         """
@@ -280,7 +288,7 @@ MIGRATIONS: dict[str, list[str]] = {
         UNLOGGED_INDEX,
     ],
     # the writer job queue (`memory work`): see scriptorium.postgres.jobs
-    "work": [WORK_QUEUE, BLOCK_ORDER, TOPIC_SUMMARIES],
+    "work": [WORK_QUEUE, BLOCK_ORDER, TOPIC_SUMMARIES, TOPIC_KEYS],
     # the importers' ledger (scriptorium.importers.ledger_pg): per source file on each host
     # what was read, and per imported session the graph state an incremental run needs
     "imports": [

@@ -1,0 +1,147 @@
+"""What a memory worker's mirror holds of the topics: only what its own jobs touch.
+
+A worker's write step (``memory work`` with the embedded writer, which reaches an existing
+topic only through the catalog) takes the topics other workers installed as the summaries
+their installs stored, and leaves the files themselves in the database: its mirror, its
+stage and its fetches follow its own batches, not how much the other workers wrote. When the
+catalog finds such a topic for the writer (the batch's subject is another worker's topic),
+that one file is fetched and the batch is written again on a fresh stage, appending to the
+topic instead of starting it afresh. Outside a write step (verify) the mirror completes."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgmemkit import Homes
+from scriptorium.memory.catalog import TopicCatalog
+from scriptorium.memory.work import MemoryJobs
+from scriptorium.postgres.jobs import Job
+
+VENUE = "The venue is the river hall; the budget is 50 thousand euros."
+
+
+@pytest.fixture
+def homes(pg_url, tmp_path):
+    h = Homes("postgres", tmp_path, pg_url)
+    yield h
+    h.close()
+
+
+def say(mem, sid: str, title: str, *texts: str) -> None:
+    mem.store.create_session(sid, title=title)
+    for k, text in enumerate(texts):
+        mem.store.append_message(sid, {"id": f"{sid}-{k}", "role": "user", "content": text})
+
+
+def work(mem, jobs: MemoryJobs, sid: str):
+    """Run ``sid``'s session-boundary job as a worker does."""
+    with mem.workspace.pg.connection() as conn:
+        seq = conn.execute("SELECT last_seq FROM work_queue WHERE session_id = %s",
+                           (sid,)).fetchone()[0]
+    outcome = jobs(Job(sid, int(seq), boundary=True))
+    assert outcome.failure is None
+    return outcome
+
+
+def mirror_topics(mem) -> list[str]:
+    root = mem.workspace.root
+    return sorted(p.relative_to(root).as_posix() for p in (root / "topics").rglob("*.md"))
+
+
+def topic_rows(mem) -> list[str]:
+    with mem.workspace.pg.connection() as conn:
+        return [r[0] for r in conn.execute("SELECT path FROM memory_files WHERE starts_with("
+                                           "path, 'topics/') AND content IS NOT NULL "
+                                           "ORDER BY path").fetchall()]
+
+
+@pytest.mark.parametrize("others", [1, 4])
+def test_a_write_step_fetches_only_the_topic_files_its_batch_touches_however_many_others_wrote(
+        homes, others):
+    first = homes.open(trigger_tokens=1)
+    worker = homes.open(trigger_tokens=1)  # its mirror is older than everything below
+    jobs = MemoryJobs(worker)
+    for k in range(others):
+        say(first, f"a{k}", f"Venue {k}", f"{VENUE} Hall {k}.")
+        assert first.write_session(f"a{k}").failure is None
+    say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
+    fetched = worker.workspace.fetched_topics
+    work(worker, jobs, "b")
+    assert worker.workspace.fetched_topics == fetched  # not one file of the others'
+    [own] = mirror_topics(worker)  # its own topic, none of the others'
+    assert len(topic_rows(worker)) == others + 1 and own in topic_rows(worker)
+    # nor their summaries: its catalog holds its own topic; it asks the database the rest
+    catalog = TopicCatalog.of(worker.workspace)
+    assert catalog.shared == 0 and catalog.paths() == [own]
+    # a reader outside a write step sees the whole tree: the mirror completes
+    assert worker.verify().ok
+    assert mirror_topics(worker) == topic_rows(worker)
+
+
+def test_a_batch_whose_subject_is_another_workers_topic_fetches_that_file_and_appends_to_it(
+        homes):
+    first = homes.open(trigger_tokens=1)
+    worker = homes.open(trigger_tokens=1)
+    jobs = MemoryJobs(worker)
+    say(first, "a0", "Venue", VENUE)
+    say(first, "a1", "Budget", "The budget was raised to 60 thousand euros on Monday.")
+    for sid in ("a0", "a1"):
+        assert first.write_session(sid).failure is None
+    say(worker, "b", "Venue", "Lunch is vegetarian; the caterer confirms on Friday.")
+    fetched = worker.workspace.fetched_topics
+    outcome = work(worker, jobs, "b")
+    assert outcome.detail["marked"] == ["b-0"]
+    assert outcome.detail["redos"] == 1  # written again once its stage held the topic
+    assert worker.workspace.fetched_topics - fetched == 1  # that topic, not "Budget"
+    [venue] = mirror_topics(worker)
+    assert venue in topic_rows(worker) and len(topic_rows(worker)) == 2
+    text = (worker.workspace.root / venue).read_text(encoding="utf-8")
+    assert "river hall" in text and "vegetarian" in text  # appended, nothing lost
+    reader = homes.open()
+    assert reader.pending("a0") == [] and reader.pending("b") == []
+    assert reader.verify().ok
+
+
+def test_a_worker_whose_writer_may_read_any_file_keeps_every_topic_in_its_mirror(homes):
+    from scriptorium.memory.work import finds_topics_by_catalog
+
+    first = homes.open(trigger_tokens=1)
+    worker = homes.open(trigger_tokens=1)
+    jobs = MemoryJobs(worker)
+    assert worker.workspace.lazy_topics == finds_topics_by_catalog(worker.writer) is True
+    worker.workspace.lazy_topics = False  # as for a writer that reads its stage freely
+    say(first, "a", "Venue", VENUE)
+    assert first.write_session("a").failure is None
+    say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
+    work(worker, jobs, "b")
+    assert mirror_topics(worker) == topic_rows(worker)
+    assert not finds_topics_by_catalog(object())
+
+
+def test_a_batch_another_worker_installed_but_did_not_mark_is_not_written_twice(
+        homes, monkeypatch):
+    from scriptorium import faults
+
+    first = homes.open(trigger_tokens=1)
+    worker = homes.open(trigger_tokens=1)
+    jobs = MemoryJobs(worker)
+    say(first, "a", "Venue", VENUE)
+
+    def dies_before_marking(step: str) -> None:
+        if step == "before-mark":
+            raise RuntimeError("killed between install and mark")
+
+    monkeypatch.setattr(faults, "HOOK", dies_before_marking)
+    assert first.write_session("a").failure is not None  # installed, never marked
+    monkeypatch.setattr(faults, "HOOK", None)
+    with first.workspace.pg.connection() as conn:
+        revisions = conn.execute("SELECT count(*) FROM memory_revisions").fetchone()[0]
+    fetched = worker.workspace.fetched_topics
+    outcome = work(worker, jobs, "a")  # the redo, on a mirror that never held that topic
+    assert outcome.detail["marked"] == ["a-0"]
+    # the topic citing the batch was found in the database and fetched: nothing rewritten
+    assert worker.workspace.fetched_topics - fetched == 1
+    with first.workspace.pg.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM memory_revisions").fetchone()[0] == revisions
+    reader = homes.open()
+    assert reader.pending("a") == [] and reader.verify().ok
