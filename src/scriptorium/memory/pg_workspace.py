@@ -195,12 +195,18 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         installed. Outside a write step the outermost holder also takes the home's lock
         exclusively (upkeep waits for every writer); inside a step (:meth:`step_lock`) the
         step's shared hold covers other processes, and this only orders the threads that
-        touch the mirror."""
+        touch the mirror. A worker's step with ``lazy_topics`` pulls once, as it starts
+        (and again after an install was refused, for the files that moved): what other
+        workers install meanwhile is checked at its install (each file it writes against
+        the version it began from) or asked of the database by the catalog, so the step's
+        later holds need not pull what other workers wrote."""
         outer = not self.locked_here
         with super().lock(timeout), cache_writes():  # the mirror is a cache: no fsync
             if not outer or getattr(self._local, "step", False):
-                if outer:
+                if outer and not (self.lazy_topics and getattr(self._local, "pulled", False)
+                                  and not self._repull):
                     self.refresh()
+                    self._local.pulled = True
                 yield
                 return
             keys = [(self._key, False)]
@@ -222,7 +228,7 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
             return
         keys = [(self._key, True), (lock_key(self.pg.target.schema, session_id), False)]
         conn = self._locks.acquire(keys, timeout)
-        self._local.step = True
+        self._local.step, self._local.pulled = True, False
         try:
             with cache_writes():  # what a step writes locally is the mirror: no fsync
                 # the session's archive files as the database holds them: another process
@@ -231,7 +237,7 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
                     pass
                 yield
         finally:
-            self._local.step = False
+            self._local.step = self._local.pulled = False
             try:
                 self._flush_unpublished()  # a step that installed nothing still archives
             finally:
