@@ -17,6 +17,9 @@
    installs redone because another worker's install moved a topic (CONCURRENT_UPDATE), and
    the load average, and the publishing share (the time each worker spends in publishing
    transactions, which queue on the home's generation row: no other writer overlaps it).
+   Beside each ratio, the ratio the machine's cores leave room for at that run's cost:
+   cores / (CPU per turn, workers + server) / one worker's turns/s (one worker and its
+   server already use about one core each turn, so 2 cores cannot give 4 workers 2.5x).
    Every session has a subject (a topic) of its own, as different conversations do; then
    1 and 4 workers again with every session on one of --shared-topics subjects, so all
    workers write the same topics and installs collide.
@@ -25,7 +28,8 @@
    the server's CPU, neither: round trips and scheduling), the ceiling that leaves on this
    machine's cores (N workers reach at most cores x wall / (CPU per turn) times one
    worker, and at most 1 / publishing share (Amdahl), whatever N), and the CPU per turn at
-   N workers beside one worker's (what should not grow with N). --profile DIR writes each
+   N workers beside one worker's, in total and the workers' own (what should not grow
+   with N). --profile DIR writes each
    memory worker's cProfile stats (CPU time) under DIR/<code>-<N>w[-kill]/.
    With --baseline-rev REV the same runs are made with that revision's code (exported from
    this repository, or --baseline-src DIR), interleaved with ours, and a table puts the two

@@ -12,25 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from pgmemkit import Homes
 from scriptorium.memory.catalog import TopicCatalog
 from scriptorium.memory.work import MemoryJobs
 from scriptorium.postgres.jobs import Job
-
-VENUE = "The venue is the river hall; the budget is 50 thousand euros."
-
-
-@pytest.fixture
-def homes(pg_url, tmp_path):
-    h = Homes("postgres", tmp_path, pg_url)
-    yield h
-    h.close()
-
-
-def say(mem, sid: str, title: str, *texts: str) -> None:
-    mem.store.create_session(sid, title=title)
-    for k, text in enumerate(texts):
-        mem.store.append_message(sid, {"id": f"{sid}-{k}", "role": "user", "content": text})
+from test_pg_concurrent_installs import VENUE, homes, say  # noqa: F401 (homes: a fixture)
 
 
 def work(mem, jobs: MemoryJobs, sid: str):
@@ -67,8 +52,8 @@ def test_a_write_step_fetches_only_the_topic_files_its_batch_touches_however_man
     say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
     fetched = worker.workspace.fetched_topics
     work(worker, jobs, "b")
-    assert worker.workspace.fetched_topics == fetched  # not one file of the others'
     [own] = mirror_topics(worker)  # its own topic, none of the others'
+    assert worker.workspace.fetched_topics == fetched  # not one file of the others' fetched
     assert len(topic_rows(worker)) == others + 1 and own in topic_rows(worker)
     # nor their summaries: its catalog holds its own topic; it asks the database the rest
     catalog = TopicCatalog.of(worker.workspace)
@@ -91,9 +76,9 @@ def test_a_batch_whose_subject_is_another_workers_topic_fetches_that_file_and_ap
     fetched = worker.workspace.fetched_topics
     outcome = work(worker, jobs, "b")
     assert outcome.detail["marked"] == ["b-0"]
+    [venue] = mirror_topics(worker)  # that topic, not "Budget"
     assert outcome.detail["redos"] == 1  # written again once its stage held the topic
-    assert worker.workspace.fetched_topics - fetched == 1  # that topic, not "Budget"
-    [venue] = mirror_topics(worker)
+    assert worker.workspace.fetched_topics - fetched == 1
     assert venue in topic_rows(worker) and len(topic_rows(worker)) == 2
     text = (worker.workspace.root / venue).read_text(encoding="utf-8")
     assert "river hall" in text and "vegetarian" in text  # appended, nothing lost

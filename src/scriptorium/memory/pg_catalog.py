@@ -14,9 +14,13 @@ database home neither is needed per job:
   describes) in its own database transaction, and the mirror's refresh fetches them with
   the files, so another worker takes a summary instead of parsing; a file whose summary is
   missing (written by a home copy, by hand, or by an older program) is parsed as before;
-* a worker's write step does not even fetch the other workers' topic files (see
-  :mod:`.pg_mirror`): the summary is all the catalog needs until it finds such a topic for
-  the writer (:meth:`PgTopicCatalog.named`), which is then fetched and written again.
+* a worker's write step does not even fetch the topics other workers wrote, nor their
+  summaries (see :mod:`.pg_mirror`): its catalog holds the topics its mirror holds, and asks
+  the database which others concern its batch, by the keys stored with each summary
+  (:func:`topic_keys`): the topic the writer's subject names, those citing the batch's
+  turns, those holding the block ids the install creates or links. Those are fetched, and
+  a transaction whose stage lacked one is written again (retryable): one indexed query
+  per question, whatever the number of topics or workers.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
+from ..errors import ReasonCode
 from .catalog import BlockSummary, Resolve, TopicCatalog, TopicSummary, name_keys, summarize, \
     title_of
-from ..errors import ReasonCode
 from .fingerprints import sha256
 from .topics import TopicDoc, parse_topic_bytes
 
@@ -192,6 +196,7 @@ class PgTopicCatalog(TopicCatalog):
         return super().cited(refs)
 
     def paths_citing(self, target: str) -> list[str]:
+        """As the directory catalog's, the topics left in the database included."""
         self._bring([f"t:{target}"], redo=True)
         return super().paths_citing(target)
 
@@ -268,8 +273,9 @@ class PgTopicCatalog(TopicCatalog):
             self._store(rows)
 
     def _store(self, rows: list[tuple[str, int, str, list[str]]]) -> None:
-        """Store (path, version, summary, keys) rows; a newer version's summary is never replaced
-        by an older one. Best effort: a summary not stored is a parse for the others."""
+        """Store (path, version, summary, keys) rows; a newer version's summary is never
+        replaced by an older one. Best effort: a summary not stored is a parse for the
+        others (and a worker that left that topic in the database fetches it whole)."""
         pg = self.workspace.pg
         try:
             with pg.connection() as conn, conn.cursor() as cur:
