@@ -14,6 +14,7 @@ import pytest
 
 from scriptorium.memory.catalog import TopicCatalog
 from scriptorium.memory.work import MemoryJobs
+from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.postgres.jobs import Job
 from test_pg_concurrent_installs import VENUE, homes, say  # noqa: F401 (homes: a fixture)
 
@@ -130,3 +131,41 @@ def test_a_batch_another_worker_installed_but_did_not_mark_is_not_written_twice(
         assert conn.execute("SELECT count(*) FROM memory_revisions").fetchone()[0] == revisions
     reader = homes.open()
     assert reader.pending("a") == [] and reader.verify().ok
+
+
+class LinksToAnotherTopic(EmbeddedWriter):
+    """The embedded writer, except that its paragraph links a block of another topic."""
+
+    declares_edits = True
+    target = ""  # "venue.md#^<id>"
+
+    def write(self, request):
+        real = request.write_topic
+
+        def linked(rel: str, text: str) -> None:
+            real(rel, text.replace("Lunch is vegetarian",
+                                   f"Lunch is vegetarian ([venue]({self.target}))", 1))
+
+        object.__setattr__(request, "write_topic", linked)
+        return super().write(request)
+
+
+def test_a_block_link_to_a_topic_the_mirror_left_in_the_database_is_checked_against_it(homes):
+    first = homes.open(trigger_tokens=1)
+    writer = LinksToAnotherTopic()
+    worker = homes.open(writer, trigger_tokens=1)
+    jobs = MemoryJobs(worker)
+    say(first, "a", "Venue", VENUE)
+    assert first.write_session("a").failure is None
+    [venue] = TopicCatalog.of(first.workspace).refresh().paths()
+    block = TopicCatalog.of(first.workspace).summary(venue).blocks[0].id
+    writer.target = f"{venue.removeprefix('topics/')}#^{block}"
+    say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
+    outcome = work(worker, jobs, "b")  # not refused as a dangling link: the venue is fetched
+    assert outcome.detail["redos"] == 1 and worker.workspace.fetched_topics >= 1
+    assert venue in mirror_topics(worker)
+    reader = homes.open()
+    assert reader.pending("b") == [] and reader.verify().ok
+    assert any(rel != venue and "#^" + block in
+               (reader.workspace.root / rel).read_text(encoding="utf-8")
+               for rel in reader.workspace.topic_paths())
