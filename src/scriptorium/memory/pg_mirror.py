@@ -263,16 +263,15 @@ class MirrorOps:
     def topics_keyed(self, keys: Iterable[str]) -> list[str]:
         """The topic files whose stored keys (:func:`~.pg_catalog.topic_keys`) include one
         of ``keys`` and that this mirror does not hold: what a catalog that knows only
-        the held topics must fetch to answer for the whole tree. One indexed query; none
+        the held topics must fetch to answer for the whole tree. One query of the keys
+        index (migration ``work`` step 4), whatever the number of topics; none
         unless the mirror leaves topics in the database (``lazy_topics``, set before a
         worker's first step)."""
         if not self.lazy_topics:
             return []
         with self.pg.connection() as conn:
-            rows = conn.execute(
-                "SELECT s.path FROM memory_topic_summaries s JOIN memory_files f ON "
-                "f.path = s.path AND f.version = s.version WHERE s.keys && %s::text[]",
-                (sorted(set(keys)),)).fetchall()
+            rows = conn.execute("SELECT memory_topics_keyed(%s::text[])",
+                                (sorted(set(keys)),)).fetchall()
         return sorted(path for (path,) in rows if path not in self._have)
 
     def fetch_topics(self, paths: Iterable[str]) -> list[str]:

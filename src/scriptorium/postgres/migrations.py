@@ -143,10 +143,20 @@ TOPIC_SUMMARIES = """
 
 # the keys of each stored summary (block ids, cited sources, footnote targets, names, and
 # "l" when it has block links: memory.pg_catalog.topic_keys), so a worker asks which topics
-# its batch concerns instead of learning every topic another worker wrote
+# its batch concerns instead of learning every topic another worker wrote. The question is
+# a function that reads the GIN index only: the planner, estimating the overlap of a few
+# dozen keys as a large share of the rows, would otherwise test every row's keys (a scan
+# that grows with the number of topics, per question)
 TOPIC_KEYS = """
     ALTER TABLE memory_topic_summaries ADD COLUMN keys text[];
     CREATE INDEX memory_topic_summaries_keys ON memory_topic_summaries USING gin (keys);
+    CREATE OR REPLACE FUNCTION memory_topics_keyed(wanted text[]) RETURNS SETOF text
+        LANGUAGE sql STABLE SET enable_seqscan = off SET enable_indexscan = off AS $$
+        WITH hit AS MATERIALIZED (
+            SELECT path, version FROM memory_topic_summaries WHERE keys && wanted)
+        SELECT hit.path FROM hit JOIN memory_files f
+            ON f.path = hit.path AND f.version = hit.version
+    $$;
 """
 
 MIGRATIONS: dict[str, list[str]] = {
