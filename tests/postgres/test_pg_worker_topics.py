@@ -169,3 +169,33 @@ def test_a_block_link_to_a_topic_the_mirror_left_in_the_database_is_checked_agai
     assert any(rel != venue and "#^" + block in
                (reader.workspace.root / rel).read_text(encoding="utf-8")
                for rel in reader.workspace.topic_paths())
+
+
+class CollidesThreeTimes(EmbeddedWriter):
+    """The embedded writer, except that on each of its first three runs another writer
+    installs into the same topic before this one commits (a topic many workers write)."""
+
+    def __init__(self, others) -> None:
+        super().__init__()
+        self.others = list(others)
+
+    def write(self, request):
+        audit = super().write(request)
+        if self.others:
+            self.others.pop(0)()
+        return audit
+
+
+def test_a_job_whose_installs_collided_on_every_try_is_run_once_more_before_it_is_reported(
+        homes):
+    other = homes.open(trigger_tokens=1)
+    for k in range(3):
+        say(other, f"o{k}", "Venue", f"The caterer confirms lunch number {k} on Friday.")
+    worker = homes.open(CollidesThreeTimes(
+        [lambda k=k: other.write_session(f"o{k}") for k in range(3)]), trigger_tokens=1)
+    say(worker, "a", "Venue", VENUE)
+    outcome = work(worker, MemoryJobs(worker), "a")  # three refusals, then written at once
+    assert outcome.detail["redos"] == 3 and outcome.detail["marked"] == ["a-0"]
+    reader = homes.open()
+    assert all(reader.pending(s) == [] for s in ("a", "o0", "o1", "o2"))
+    assert reader.verify().ok
