@@ -138,12 +138,12 @@ def test_a_cold_open_reads_each_node_file_once_and_lists_history_once(tmp_path, 
     assert 1500 <= opened <= 1500 + 5  # the node files, meta.json, the lock file
 
 
-def test_a_cold_pending_reads_each_node_file_once_and_orders_no_node_by_seq(
+def test_a_cold_pending_reads_each_node_file_once_stats_none_and_orders_none_by_seq(
         tmp_path, fs_calls, monkeypatch):
     """Pending work on a session this process never read: one listing of ``history/``, one
-    open and one fstat per node file, a bounded number of other stats, and no sort of the
-    nodes by seq (a walk back from the head needs none; the order is built when a read
-    asks for it)."""
+    open and one read per node file and no stat of any (the fingerprint is the listed inode
+    and the size read), a bounded number of other stats, and no sort of the nodes by seq (a
+    walk back from the head needs none; the order is built when a read asks for it)."""
     home, n = tmp_path / "home", 1500
     make_chain(home / "sessions", "s", n, marked_below=n - 10)
     (home / "memory" / ".scriptorium").mkdir(parents=True)
@@ -160,8 +160,8 @@ def test_a_cold_pending_reads_each_node_file_once_and_orders_no_node_by_seq(
     idx = mem.store._index("s")
     assert idx.scans == 1 and idx.parses == n and fs_calls["history listings"] == 1
     assert n <= fs_calls["open"] + fs_calls["builtins.open"] <= n + 10
-    assert n <= fs_calls["fstat"] <= n + 10
-    assert fs_calls["stat"] + fs_calls["lstat"] <= 20  # per call, never per node file
+    assert n <= fs_calls["read"] <= n + 10
+    assert fs_calls["fstat"] + fs_calls["stat"] + fs_calls["lstat"] <= 20  # never per file
     assert sort_keys["seq"] == 0
     assert [m.id for m in mem.store.get_nodes("s")] == [f"n{i}" for i in range(n)]
     assert sort_keys["seq"] == n  # the first read that wants the order sorts, once
@@ -179,7 +179,7 @@ def test_a_history_swapped_for_a_symlink_during_a_cold_scan_is_never_followed(
     for f in hist.iterdir():
         doc = json.loads(f.read_bytes())
         (outside / f.name).write_text(json.dumps(dict(doc, output="planted")))
-    real_read = index_mod.read_node_file
+    real_read = index_mod.read_listed
     swapped = []
 
     def read_then_swap(*args, **kw):
@@ -190,7 +190,7 @@ def test_a_history_swapped_for_a_symlink_during_a_cold_scan_is_never_followed(
             swapped.append(True)
         return got
 
-    monkeypatch.setattr(index_mod, "read_node_file", read_then_swap)
+    monkeypatch.setattr(index_mod, "read_listed", read_then_swap)
     nodes = SessionStore(root, git=False).get_nodes("s")
     assert swapped and len(nodes) == 40
     assert [n.output for n in nodes] == [f"turn {i}" for i in range(40)]

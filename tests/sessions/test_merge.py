@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scriptorium.errors import InvalidInput
-from scriptorium.sessions import NodeNotFound, SessionStore
+from scriptorium.sessions import NodeNotFound, SessionStore, index as index_mod
 
 MARK = "memory_written_scriptorium"
 
@@ -77,10 +77,14 @@ def test_another_store_holding_the_session_sees_the_merge_on_its_next_read(writt
     assert b.get_branch("offsite")[4][MARK] == "w-5"
 
 
-def test_refresh_after_a_foreign_mark_reparses_only_the_marked_files(home, chat):
+def test_refresh_after_a_foreign_mark_reparses_only_the_marked_files(home, chat, monkeypatch):
     store = SessionStore.from_home(home, git=False)
     chat(store, "s1", *[f"n{i}" for i in range(60)])
     age_session(store.root / "s1")
+    # and read it an hour later: a cold open trusts only files whose inode changed (ctime,
+    # which utime cannot backdate) before it read them
+    ahead = index_mod.time.time_ns() + 3600 * 10**9
+    monkeypatch.setattr(index_mod.time, "time_ns", lambda: ahead)
     holder = SessionStore.from_home(home, git=False)
     holder.get_branch("s1")
     idx = holder._index("s1")

@@ -18,6 +18,8 @@ from .node import CHAIN_CALLERS, ROOT, Node
 from .nodefiles import StatKey, gc_paused
 
 _seq = attrgetter("seq")
+# branch_root remembers the root of every this-many-th node of a line it walked
+ROOT_MEMO_STRIDE = 64
 
 
 def _add_edges(edges: tuple[dict[str, list[str]], dict[str, list[str]]], node: Node) -> None:
@@ -227,9 +229,12 @@ class NodeGraph:
         """The node where the predecessor line through ``node_id`` starts (a first turn, the
         ROOT node, a spawn root, a summary…; a dangling or cyclic line ends where it breaks).
 
-        Memoised: a node's predecessor only changes through ``_reshape``, which clears the
-        memo, and appending never changes an existing node's root, so each node is walked
-        once. Needs no seq order: a cold read that walks one branch sorts nothing.
+        Memoised sparsely: the start of each walk and every ROOT_MEMO_STRIDE-th node on it,
+        so a later walk from anywhere on (or joining) a walked line stops within that many
+        steps, and the first walk of a cold open builds no map of every node. A node's
+        predecessor only changes through ``_reshape``, which clears the memo, and appending
+        never changes an existing node's root. Needs no seq order: a cold read that walks
+        one branch sorts nothing.
         """
         memo, nodes = self._root_memo, self.nodes
         memo_get, node_get = memo.get, nodes.get
@@ -253,10 +258,7 @@ class NodeGraph:
             cur = pred
         else:  # more steps than nodes: a cycle
             root = self._cycle_entry(node_id)
-        if memo:
-            memo.update(dict.fromkeys(path, root))
-        else:  # the first walk (of a cold open): one dict built, not two
-            self._root_memo = dict.fromkeys(path, root)
+        memo.update(dict.fromkeys(path[::ROOT_MEMO_STRIDE], root))
         return root
 
     def _cycle_entry(self, node_id: str) -> str:

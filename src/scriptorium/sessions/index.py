@@ -31,8 +31,8 @@ from ..errors import CorruptFile
 from ..fsutil import json_object
 from .graph import NodeGraph
 from .node import Node, parse_node
-from .nodefiles import (LOCK_NAME, StatKey, gc_paused, older_than, open_dir, read_gen,
-                        read_node_file, write_gen)
+from .nodefiles import (LOCK_NAME, StatKey, gc_paused, node_entries, open_dir, read_gen,
+                        read_listed, read_node_file, write_gen)
 
 # A fingerprint observed less than this long after its mtime may hide a same-tick write.
 RACY_NS = 100_000_000
@@ -63,6 +63,7 @@ class SessionIndex(NodeGraph):
         self._own_changes = False  # this process wrote under the lock since the last seal
         self._adoptable: bool | None = None  # None: no own write into history/ yet
         self._unverified = 0  # own-write adoptions since the last full scan
+        self._loaded_before = 0  # a cold open's fingerprints trust older ctimes only
         self.stale_temps: list[str] = []  # old temp files the last scan saw in history/
         # what the next git commit must stage: the paths known to have changed, or
         # everything (``stage_all``) until this process has committed once or after a
@@ -127,42 +128,39 @@ class SessionIndex(NodeGraph):
                 os.close(dfd)
 
     def _load(self, dfd: int | None, now: int) -> bool:
-        """The cold open: each listed node file opened straight away (its fingerprint comes
-        from the open file), parsed, and indexed by id in the same pass: one open, fstat,
-        read and parse per file, nothing sorted (the seq order is built when a read asks for
-        it; reading in name or inode order instead of the listing's measured slower)."""
+        """The cold open: each listed node file read at once and parsed, and indexed by id
+        in the same pass: one open, read and parse per file, no stat and nothing sorted (the
+        seq order is built when a read asks for it; reading in name or inode order instead
+        of the listing's measured slower).
+
+        Each file's fingerprint is (listed inode, size read): a writer replaces a node file
+        by rename (a new inode), and any other change since is caught by the next full scan,
+        which stats every file anyway: it keeps a file whose inode last changed (ctime: any
+        write, even one that puts the mtime back) before this load, by RACY_NS for coarse
+        clocks, and re-reads any other (``_unchanged``). A file changed in place within
+        RACY_NS of this load is so seen at the next full scan, not at the next refresh."""
         files: dict[str, tuple[StatKey, Node]] = {}
         nodes: dict[str, Node] = {}
         clash = False
         temps: list[str] = []
-        racy: dict[str, bytes] = {}
-        racy_from, stale_from = now - RACY_NS, now - STALE_TEMP_NS
         prefix = os.path.join(self.hist, "")
         max_seq = -1
+        self._loaded_before = now - RACY_NS
         if dfd is not None:
-            with os.scandir(dfd) as it, gc_paused(bulk=True):
-                for entry in it:
-                    name = entry.name
-                    if name.startswith("."):
-                        if name.endswith(".tmp") and older_than(entry, stale_from):
-                            temps.append(name)
-                        continue
-                    if not name.endswith(".json"):
-                        continue
-                    got = read_node_file(name, dfd)
-                    if got is None:
+            with gc_paused(bulk=True):
+                for entry in node_entries(dfd, now - STALE_TEMP_NS, temps):
+                    data = read_listed(entry, dfd)
+                    if data is None:
                         continue  # vanished, or not a regular file: never followed
-                    key, data = got
+                    name = entry.name
                     node = parse_node(data, prefix + name)
-                    if key[1] >= racy_from:
-                        racy[name] = data
-                    files[name] = (key, node)
+                    files[name] = ((entry.inode(), len(data)), node)
                     if nodes.setdefault(node.id, node) is not node:
                         clash = True  # two files claim one id: resolved below (rare)
                     if node.seq > max_seq:
                         max_seq = node.seq
         self.parses += len(files)
-        self.files, self._racy, self.stale_temps = files, racy, temps
+        self.files, self._racy, self.stale_temps = files, {}, temps
         if not files:
             return False
         if clash:
@@ -183,35 +181,29 @@ class SessionIndex(NodeGraph):
         racy_from = now - RACY_NS
         prefix = os.path.join(self.hist, "")
         if dfd is not None:
-            with os.scandir(dfd) as it:
-                for entry in it:
-                    name = entry.name
-                    if name.startswith("."):
-                        if name.endswith(".tmp") and older_than(entry, now - STALE_TEMP_NS):
-                            temps.append(name)
+            for entry in node_entries(dfd, now - STALE_TEMP_NS, temps):
+                name = entry.name
+                old = files.get(name)
+                if old is not None:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
                         continue
-                    if not name.endswith(".json"):
+                    if name not in self._racy and self._unchanged(old[0], st, entry):
+                        seen.add(name)
+                        if len(old[0]) == 2:  # a cold open's: the full fingerprint now
+                            files[name] = ((st.st_ino, st.st_mtime_ns, st.st_size), old[1])
                         continue
-                    old = files.get(name)
-                    if old is not None:
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except FileNotFoundError:
-                            continue
-                        key = (st.st_ino, st.st_mtime_ns, st.st_size)
-                        if old[0] == key and name not in self._racy:
-                            seen.add(name)
-                            continue
-                    got = read_node_file(name, dfd)
-                    if got is None:
-                        continue  # vanished, or not a regular file: never followed
-                    key, data = got
-                    seen.add(name)
-                    if key[1] >= racy_from:
-                        racy[name] = data
-                    if old is not None and old[0] == key and self._racy.get(name) == data:
-                        continue  # racily clean, but the bytes prove it unchanged
-                    changed |= self._take(name, key, data, prefix + name)
+                got = read_node_file(name, dfd)
+                if got is None:
+                    continue  # vanished, or not a regular file: never followed
+                key, data = got
+                seen.add(name)
+                if key[1] >= racy_from:
+                    racy[name] = data
+                if old is not None and old[0] == key and self._racy.get(name) == data:
+                    continue  # racily clean, but the bytes prove it unchanged
+                changed |= self._take(name, key, data, prefix + name)
         gone = [n for n in files if n not in seen] if len(seen) != len(files) else []
         for name in gone:
             del files[name]
@@ -222,6 +214,15 @@ class SessionIndex(NodeGraph):
         self._racy = racy
         self.stale_temps = temps
         return changed
+
+    def _unchanged(self, old: StatKey, st: os.stat_result, entry: os.DirEntry) -> bool:
+        """Is a listed file (``st`` its stat) still the one parsed under ``old``? A cold
+        open's (inode, size) fingerprint also needs the inode's last change (ctime) from
+        before that open read it, by RACY_NS for coarse file-system clocks."""
+        if len(old) == 2:
+            return (old == (entry.inode(), st.st_size)
+                    and st.st_ctime_ns < self._loaded_before)
+        return old == (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def _take(self, name: str, key: StatKey, data: bytes, path: str) -> bool:
         """Parse a new or re-read node file and teach the index; True when its content

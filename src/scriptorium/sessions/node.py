@@ -14,7 +14,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from ..errors import CorruptFile, InvalidInput
 from ..fsutil import check_name, check_text, json_object
@@ -26,6 +27,10 @@ CHAIN_CALLERS = ("", ROOT)
 # Top-level keys of a node file, in the order they are written.
 NODE_FIELDS = ("id", "created_at", "seq", "role", "name", "input", "output", "caller",
                "predecessor", "reads", "metadata")
+
+_FIELD_SET = frozenset(NODE_FIELDS)
+# the ``extra`` of every parsed node without unknown keys: one shared, read-only mapping
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
 _ROLE_IN = {"user": "user", "assistant": "llm", "llm": "llm", "system": "llm",
             "tool": "code", "code": "code"}
@@ -51,7 +56,7 @@ def normalize_role(role: Any) -> str:
     return _ROLE_IN[role]
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """A node as stored in ``history/<seq>-<r>-<id>.json``."""
 
@@ -66,7 +71,7 @@ class Node:
     predecessor: str | None = None
     reads: list = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)  # unknown top-level keys, kept verbatim
+    extra: Mapping[str, Any] = field(default_factory=dict)  # unknown top-level keys, kept
 
     # --- serialisation -------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -263,7 +268,8 @@ def node_from_json(raw: dict, path: Path | str) -> Node:
         created = 0.0
     name = raw.get("name") or ""
     reads = raw.get("reads") or []
-    extra = {k: v for k, v in raw.items() if k not in NODE_FIELDS}
+    extra = _NO_EXTRA if _FIELD_SET.issuperset(raw) else {
+        k: v for k, v in raw.items() if k not in _FIELD_SET}
     return Node(id=node_id, created_at=float(created), seq=seq, role=role,
                 name=name if isinstance(name, str) else str(name), input=raw.get("input"),
                 output=raw.get("output", ""), caller=caller, predecessor=pred,
