@@ -16,7 +16,9 @@ O(1) when nothing foreign happened and never re-lists ``history/`` for its own w
 
 A full scan lists the directory once, compares each file's ``(inode, mtime_ns, size)`` with
 what was parsed and re-parses only new or changed files (every writer replaces files by
-rename, so a rewrite changes the file's inode). Coarse file-system clocks can give two writes
+rename, so a rewrite changes the file's inode). A cold open stats no file: its fingerprint
+is (listed inode, size read), and the next full scan trusts it only with a ctime older than
+that open (``_load``). Coarse file-system clocks can give two writes
 the same mtime; like git's "racily clean" rule, a fingerprint whose mtime is too close to when
 it was observed is not trusted, so the next refresh looks again (comparing bytes for files).
 """

@@ -17,7 +17,7 @@ LOCK_NAME = ".session.lock"  # the session's flock file; its bytes are the gener
 GEN_BYTES = 16
 
 # A node file's fingerprint: (inode, mtime_ns, size) from a stat, or (listed inode, size)
-# for a file a cold open read without one (its mtime is checked at the next full scan).
+# for a file a cold open read without one (the next full scan checks its ctime).
 StatKey = tuple[int, ...]
 # A cold open's one read() per node file: larger files (rare) are read on to the end.
 FIRST_READ = 1 << 16
