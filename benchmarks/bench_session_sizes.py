@@ -6,8 +6,8 @@
    time, also printed); ours and the code of ``--baseline-rev`` each in child processes,
    taking turns; and, up to ``--old-max`` turns, the store code of ``--old-rev`` (quadratic).
 2. Append: one turn (user message + assistant reply, no git commit) at each size against the
-   same turn on a 10-node session, rounds interleaved so machine load hits both alike; the
-   full re-scans of ``history/`` the appends triggered are counted.
+   same turn on a 10-node session, rounds interleaved so machine load hits both alike, in CPU
+   time (wall beside); the full re-scans of ``history/`` the appends triggered are counted.
 3. The per-turn git commit at each size: ours (``update-index`` of the changed files,
    ``write-tree --missing-ok``, plumbing commit) against the way before it (``add -A --
    files``, a ``write-tree`` that looks up every blob) and ``git add -A`` + ``git commit``
@@ -202,31 +202,36 @@ def cold_pending(tmp: Path, sizes: list[int], rounds: int, base: Path | None, ba
               f"{' | '.join(base_cells)} | {old_cell} | {ratio} |")
 
 
-def one_turn(store: SessionStore, sid: str) -> float:
-    t0 = time.perf_counter()
+def one_turn(store: SessionStore, sid: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of one turn's two appends."""
+    t0, c0 = time.perf_counter(), time.process_time()
     store.append_message(sid, {"role": "user", "content": "one more question " * 10})
     store.append_message(sid, {"role": "assistant", "content": "one more answer " * 20})
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def appends(tmp: Path, sizes: list[int], rounds: int) -> None:
-    header("Append one turn (user + reply, no commit), warm store",
-           "nodes", "ours", "same turn at 10 nodes", "ratio", "full re-scans of history/")
+    header("Append one turn (user + reply, no commit), warm store: CPU time (wall beside)",
+           "nodes", "ours CPU", "same turn at 10 nodes, CPU", "**ratio (CPU)**", "ratio (wall)",
+           "full re-scans of history/")
     stores: dict[int, SessionStore] = {}
     for n in [10, *sizes]:
         make_session(tmp / f"append{n}", n)
         stores[n] = SessionStore(tmp / f"append{n}" / "sessions", git=False)
         stores[n].get_branch("long")  # open once: the cold open is measured above
-    samples: dict[int, list[float]] = {n: [] for n in stores}
+    samples: dict[int, list[tuple[float, float]]] = {n: [] for n in stores}
     scans0 = {n: st._index("long").scans for n, st in stores.items()}
     for _ in range(rounds):
         for n, st in stores.items():
             samples[n].append(one_turn(st, "long"))
-    small = statistics.median(samples[10])
+
+    def med(n: int, i: int) -> float:
+        return statistics.median(pair[i] for pair in samples[n])
+
     for n in sizes:
-        t = statistics.median(samples[n])
         scans = stores[n]._index("long").scans - scans0[n]
-        print(f"| {n:,} | {ms(t)} ms | {ms(small)} ms | {t / small:.2f} | "
+        print(f"| {n:,} | {ms(med(n, 1))} ms | {ms(med(10, 1))} ms | "
+              f"**{med(n, 1) / med(10, 1):.2f}** | {med(n, 0) / med(10, 0):.2f} | "
               f"{scans} in {2 * rounds} appends |")
 
 
