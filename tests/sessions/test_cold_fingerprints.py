@@ -1,6 +1,8 @@
-"""A cold open fingerprints each node file by its listed inode and the size it read (no stat);
-the next full scan must still see any change made since: it trusts a file only if its inode
-last changed (ctime, which a writer cannot put back) before the open read it."""
+"""What a cold open makes, and that its cheaper fingerprints hide nothing. It reads each node
+file without a stat (fingerprint: listed inode and size read), and the next full scan trusts
+a file only if its inode last changed (ctime, which a writer cannot put back) before the open
+read it; the nodes carry no per-node attribute dict; the walk to the branch root remembers
+every 64th node of the line, not each."""
 
 from __future__ import annotations
 
@@ -54,3 +56,27 @@ def test_the_first_full_scan_after_a_cold_open_re_reads_only_what_changed(
     assert all(len(key) == 3 for key, _ in idx.files.values())  # full fingerprints now
     store.get_branch("s")
     assert idx.parses == parses + 1
+
+
+def test_a_cold_branch_root_walk_remembers_every_64th_node_not_each(tmp_path):
+    root = tmp_path / "sessions"
+    make_chain(root, "s", 1500)
+    store = SessionStore(root, git=False)
+    tail, first = store.branch_tail("s", stop=lambda m: m["id"] == "n1489")
+    assert first is not None and first["id"] == "n0"
+    idx = store._index("s")
+    assert len(idx._root_memo) <= 1500 // 64 + 1  # not one entry per node of the line
+    assert all(idx.branch_root(f"n{i}") == "n0" for i in range(0, 1500, 7))
+
+
+def test_parsed_nodes_carry_no_per_node_attribute_dict_and_share_one_empty_extra(tmp_path):
+    root = tmp_path / "sessions"
+    make_chain(root, "s", 50)
+    store = SessionStore(root, git=False)
+    store.get_branch("s")
+    loaded = list(store._index("s").nodes.values())
+    assert len(loaded) == 50 and not any(hasattr(n, "__dict__") for n in loaded)
+    assert len({id(n.extra) for n in loaded}) == 1 and not loaded[0].extra
+    copy = store.get_node("s", "n3")  # a copy's extra is its own, and can take keys
+    copy.extra["later"] = 1  # type: ignore[index]
+    assert not store.get_node("s", "n4").extra
