@@ -9,9 +9,10 @@ import pytest
 
 from scriptorium.errors import InvalidInput
 from scriptorium.memory.topics import (
-    Block, TopicFormatError, is_local_label, normalize_topic, parse_topic, parse_topic_bytes,
+    Block, TopicFormatError, is_local_label, parse_topic, parse_topic_bytes,
     render_topic, repoint_block_links, valid_when, validate_tree,
 )
+from scriptorium.memory.normalize import normalize_topic
 
 DATA = Path(__file__).parent.parent / "data" / "openprogram-state" / "written" / "memory"
 P = "topics/projects/x.md"

@@ -11,9 +11,10 @@ from testkit import DATA, examples
 from topic_parse_reference import reference_parse
 
 from scriptorium.memory.topics import (
-    Block, Claim, Evidence, Heading, SourceLink, TopicDoc, TopicFormatError, normalize_topic,
+    Block, Claim, Evidence, Heading, SourceLink, TopicDoc, TopicFormatError,
     parse_topic, parse_topic_bytes, render_topic,
 )
+from scriptorium.memory.normalize import normalize_topic
 
 P = "topics/a/b.md"
 SETTINGS = settings(max_examples=examples(int(__import__("os").environ.get("TOPIC_EXAMPLES", "150"))), deadline=None)

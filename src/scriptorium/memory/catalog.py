@@ -342,9 +342,7 @@ class TopicCatalog:
             blocks = [_block(b.id, b.ids, b.line, b.links, b.targets,
                              self.sources.resolve_target, rel) if b.unresolved else b
                       for b in summary.blocks]
-            self._write([TopicSummary(summary.path, summary.sha, summary.fp,
-                                      summary.checked_ns, tuple(blocks), summary.title)],
-                        [], 0)
+            self._write([replace(summary, blocks=tuple(blocks))], [], 0)
 
     def installed(self, docs: dict[str, TopicDoc | None], data: dict[str, bytes | None],
                   shas: Mapping[str, str], resolve: Resolve | None = None) -> None:
@@ -365,7 +363,7 @@ class TopicCatalog:
                     learnt.append(rel)
                     continue
                 summary = self._installed_summary(rel, doc, body, shas[rel], resolve)
-                learnt.append(replace(summary, fp=fingerprint(st), checked_ns=now))
+                learnt.append(replace(summary, fp=fingerprint(st), checked_ns=now, normal=True))
             try:
                 self._write(learnt, [], now)
             except sqlite3.Error as exc:  # what it failed to learn, the next refresh reads
@@ -401,6 +399,13 @@ class TopicCatalog:
         reading its blocks (a stage asks this of every file that changed)."""
         with self._lock:
             row = self.db.one("SELECT sha FROM files WHERE path=?", (rel,))
+        return row[0] if row else None
+
+    def normal_sha(self, rel: str) -> str | None:
+        """The content hash of the committed file ``rel`` when the runtime's normalisation
+        wrote it (an install, not a hand edit: see scriptorium.memory.normalize_edit)."""
+        with self._lock:
+            row = self.db.one("SELECT sha FROM files WHERE path=? AND normal", (rel,))
         return row[0] if row else None
 
     def summaries(self) -> list[TopicSummary]:

@@ -36,14 +36,14 @@ log = logging.getLogger(__name__)
 
 DB_FILE = "topic-catalog.sqlite"
 OLD_FILE = "topic-catalog.json"  # what earlier versions saved: dropped on open
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 LOG_LIMIT = 100_000  # changes remembered for changed_since
 RECENT_SUMMARIES = 64  # summaries kept in the process (a batch touches a few topics)
 
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE files(path TEXT PRIMARY KEY, sha TEXT NOT NULL, mtime INT, ctime INT, size INT,
-                   ino INT, checked INT, title TEXT, unresolved INT);
+                   ino INT, checked INT, title TEXT, unresolved INT, normal INT);
 CREATE TABLE blocks(path TEXT, n INT, id TEXT, ids TEXT, line INT, links TEXT, targets TEXT,
                     refs TEXT, unresolved INT, target_refs TEXT, PRIMARY KEY (path, n))
     WITHOUT ROWID;
@@ -98,6 +98,9 @@ class TopicSummary:
     checked_ns: int
     blocks: tuple[BlockSummary, ...]
     title: str = ""
+    # the file is what the runtime's normalisation wrote (an install, not a hand edit): each
+    # of its paragraphs is already normal, so a write normalises only what it changes
+    normal: bool = False
 
     @property
     def unresolved(self) -> bool:
@@ -237,7 +240,7 @@ class CatalogDB:
         self._recent.clear()
 
     def _read_summary(self, rel: str) -> TopicSummary | None:
-        row = self.one("SELECT sha, mtime, ctime, size, ino, checked, title FROM files "
+        row = self.one("SELECT sha, mtime, ctime, size, ino, checked, title, normal FROM files "
                        "WHERE path=?", (rel,))
         if not row:
             return None
@@ -249,7 +252,7 @@ class CatalogDB:
                 "SELECT id, ids, line, links, targets, refs, unresolved, target_refs "
                 "FROM blocks WHERE path=? ORDER BY n", (rel,)))
         return TopicSummary(rel, row[0], (row[1], row[2], row[3], row[4]), row[5], blocks,
-                            row[6])
+                            row[6], bool(row[7]))
 
     def paths_of(self, block_id: str) -> list[str]:
         return [r[0] for r in self.conn.execute(
@@ -291,8 +294,9 @@ class CatalogDB:
         ``archive_key``: footnote target -> the key of the archive file it was resolved in."""
         self._remove(s.path)
         c = self.conn
-        c.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)",
-                  (s.path, s.sha, *s.fp, s.checked_ns, s.title, int(s.unresolved)))
+        c.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?,?)",
+                  (s.path, s.sha, *s.fp, s.checked_ns, s.title, int(s.unresolved),
+                   int(s.normal)))
         c.executemany("INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?)", [
             (s.path, n, b.id, _dumps(b.ids), b.line, _dumps(b.links), _dumps(b.targets),
              _dumps(b.refs), int(b.unresolved), _dumps(b.target_refs))

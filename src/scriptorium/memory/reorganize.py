@@ -35,8 +35,9 @@ from ..errors import InvalidInput, ReasonCode, WriteFailed
 from .duplicates import (JACCARD_MIN, RATIO_MIN, Exclusive, _Entry, _guards, find_duplicates,
                          same_thing, tokens)
 from .provenance import LineOracle
+from .normalize import prune_sections
 from .topics import (Block, Evidence, SourceLink, TopicDoc, TopicFormatError,
-                     parse_topic, prune_sections, render_topic, repoint_block_links)
+                     parse_topic, render_topic, repoint_block_links)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .workspace import Workspace

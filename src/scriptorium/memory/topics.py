@@ -8,21 +8,19 @@ run are aliases kept after merges). A definition is one line::
     [^e-1175dea39c]: Time: `2026-08-01`; Sources: [budget](../../sources/openprogram/_v2/s.md#source-…)
 
 This module is pure (no filesystem, no archive): it parses strictly (every rule of the memory
-reference §2.4 is an error naming ``path:line``), renders canonically, and normalises a writer's
-staged edits (writers never write ids; the runtime gives them). Source resolution is passed in as
-callbacks so the format can be tested on its own.
+reference §2.4 is an error naming ``path:line``) and renders canonically. Normalising a
+writer's staged edits (writers never write ids; the runtime gives them) builds on it:
+scriptorium.memory.normalize.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import posixpath
 import re
 from dataclasses import dataclass, field
-from collections.abc import KeysView, Set
 from functools import lru_cache
-from typing import Callable, Iterable, Union
+from typing import Iterable, Union
 from urllib.parse import unquote
 
 from ..errors import InvalidInput, ReasonCode
@@ -31,7 +29,8 @@ from .claims import SUPERSEDED_MARK  # how a claim says a later one replaced it
 __all__ = [
     "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "TopicDoc",
     "parse_topic", "parse_topic_bytes", "render_topic", "render_block", "render_evidence",
-    "normalize_topic", "validate_tree", "repoint_block_links", "is_local_label", "valid_when",
+    "render_item",
+    "validate_tree", "repoint_block_links", "is_local_label", "valid_when",
     "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "SUPERSEDED_MARK", "CITATION_RE", "HEADING_RE",
 ]
 
@@ -537,6 +536,17 @@ def render_block(block: Block) -> str:
     return " ".join(parts)
 
 
+def render_item(item: Item) -> str:
+    """One item as it stands in a canonical file ("" for a block nothing is left of)."""
+    if isinstance(item, Evidence):
+        return render_evidence(item)
+    if isinstance(item, Heading):
+        return "#" * item.level + (f" {item.text}" if item.text else "")
+    if isinstance(item, Block):
+        return render_block(item)
+    return "\n".join(item.lines)
+
+
 def render_topic(doc: TopicDoc) -> str:
     """Canonical text: one blank line between items, a paragraph's definitions grouped on
     consecutive lines, definitions in the canonical ``Time: `…`; Sources:`` form, no
@@ -552,183 +562,11 @@ def render_topic(doc: TopicDoc) -> str:
                 groups.append(line)
             previous_was_def = True
             continue
-        if isinstance(item, Heading):
-            rendered = "#" * item.level + (f" {item.text}" if item.text else "")
-        elif isinstance(item, Block):
-            rendered = render_block(item)
-        else:
-            rendered = "\n".join(item.lines)
+        rendered = render_item(item)
         if rendered:  # a lenient parse of a bare "^" leaves an empty block behind
             groups.append(rendered)
             previous_was_def = False
     return "\n\n".join(groups) + "\n" if groups else ""
-
-
-# -- normalisation ---------------------------------------------------------------------------
-
-Resolve = Callable[[str, str], "str | None"]
-LinkFor = Callable[[str, str], "str | None"]
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def normalize_topic(text: str, path: str, *, committed_ids: Iterable[str], resolve: Resolve,
-                    link_for: LinkFor, taken_ids: set[str] | None = None) -> str:
-    """Apply the runtime's normalisation to a writer's staged topic file (reference §2.4).
-
-    1. local evidence labels (``[^e1]``) get ``e-`` + 10 hex ids derived from what they cite;
-    2. an orphan local citation is bound to the unclaimed definitions after its paragraph;
-    3. trailing ``^ids`` that are not committed are stripped (writers invent them);
-    4. each evidence-bearing paragraph without an id gets 8 hex derived from its content;
-    5. definitions re-rendered canonically (handles become relative links via ``link_for``);
-    6. definitions nothing cites and record-free sections are pruned.
-
-    Returns the canonical text, or "" when the file holds no block (delete it). The result
-    is not validated: strict-parse it. Normalising the output again changes nothing.
-    ``taken_ids`` (optional) are ids other files of the same transaction already use; new ids
-    avoid them and are added to the set.
-    """
-    committed = committed_ids if isinstance(committed_ids, (Set, KeysView)) \
-        else set(committed_ids)
-    doc = parse_topic(text, path, strict=False)
-    items = doc.items
-    blocks = [(i, item) for i, item in enumerate(items) if isinstance(item, Block)]
-    defs = [(i, item) for i, item in enumerate(items) if isinstance(item, Evidence)]
-
-    resolved: dict[int, list[str]] = {}  # id(evidence) -> resolved targets
-    for _, ev in defs:
-        resolved[id(ev)] = [resolve(path, s.target) or s.target for s in ev.sources]
-
-    # 1-2: bind local citations to definition items.
-    binding: dict[tuple[int, str], Evidence] = {}
-    claimed: set[int] = set()
-    orphans: dict[int, list[str]] = {}
-    defs_of: dict[str, list[tuple[int, Evidence]]] = {}
-    for dpos, ev in defs:
-        defs_of.setdefault(ev.fid, []).append((dpos, ev))
-    for bi, (pos, block) in enumerate(blocks):
-        for fid in dict.fromkeys(block.citations):
-            if not is_local_label(fid):
-                continue
-            same = defs_of.get(fid, [])
-            after = [ev for dpos, ev in same if dpos > pos]
-            before = [ev for dpos, ev in same if dpos < pos]
-            chosen = after[0] if after else (before[-1] if before else None)
-            if chosen is None:
-                orphans.setdefault(bi, []).append(fid)
-            else:
-                binding[(bi, fid)] = chosen
-                claimed.add(id(chosen))
-    for bi, labels in orphans.items():
-        pos = blocks[bi][0]
-        nxt = blocks[bi + 1][0] if bi + 1 < len(blocks) else len(items)
-        free = [ev for dpos, ev in defs
-                if pos < dpos < nxt and id(ev) not in claimed and is_local_label(ev.fid)]
-        for fid, ev in zip(labels, free):
-            binding[(bi, fid)] = ev
-            claimed.add(id(ev))
-
-    used_fids = {ev.fid for _, ev in defs if not is_local_label(ev.fid)}
-    new_fid: dict[int, str] = {}
-    for _, ev in defs:
-        if not is_local_label(ev.fid) or id(ev) not in claimed:
-            continue
-        k = 0
-        while True:
-            fid = "e-" + _sha(f"evidence|{ev.when}|{'|'.join(resolved[id(ev)])}|{k}")[:10]
-            if fid not in used_fids:
-                break
-            k += 1
-        used_fids.add(fid)
-        new_fid[id(ev)] = fid
-
-    by_fid: dict[str, Evidence] = {}
-    for _, ev in defs:
-        by_fid.setdefault(ev.fid, ev)
-
-    def evidence_key(bi: int, fid: str) -> str:
-        ev = binding.get((bi, fid)) or (None if is_local_label(fid) else by_fid.get(fid))
-        if ev is None:
-            return fid
-        return f"{ev.when}|{'|'.join(resolved[id(ev)])}"
-
-    # 3-4: ids.
-    taken = set(taken_ids) if taken_ids is not None else set()  # besides the committed
-    for _, block in blocks:
-        kept = [i for i in block.ids if i in committed]
-        block.aliases, block.id = kept[:-1], (kept[-1] if kept else "")
-        taken.update(kept)
-    for bi, (_, block) in enumerate(blocks):
-        stable = _CITATION_RE.sub(lambda m: "[^" + evidence_key(bi, m.group(1)) + "]", block.text)
-        if not block.id and block.citations and not block.legacy:
-            k = 0
-            while True:
-                bid = _sha(f"block|{path}|{_collapse(stable)}|{k}")[:8]
-                if bid not in taken and bid not in committed:
-                    break
-                k += 1
-            taken.add(bid)
-            if taken_ids is not None:
-                taken_ids.add(bid)
-            block.id = bid
-
-        def relabel(m: re.Match[str], bi: int = bi) -> str:
-            ev = binding.get((bi, m.group(1)))
-            if ev is not None and id(ev) in new_fid:
-                return f"[^{new_fid[id(ev)]}]"
-            return m.group(0)
-
-        block.text = _CITATION_RE.sub(relabel, block.text)
-
-    # 5: canonical definitions.
-    for _, ev in defs:
-        if id(ev) in new_fid:
-            ev.fid = new_fid[id(ev)]
-        for source in ev.sources:
-            source_id = resolve(path, source.target)
-            if source_id is not None:
-                link = link_for(path, source_id)
-                if link:
-                    source.target = link
-
-    # 6: prune definitions nobody cites, then sections without blocks.
-    cited = {m.group(1) for _, b in blocks for m in _CITATION_RE.finditer(b.text)}
-    kept_items: list[Item] = []
-    for item in items:
-        if isinstance(item, Evidence) and item.fid not in cited \
-                and FOOTNOTE_ID_RE.fullmatch(item.fid):
-            continue  # evidence of a deleted paragraph, or a label nothing claimed
-        if isinstance(item, Block) and not render_block(item):
-            continue  # nothing left of it (a bare invented "^id")
-        kept_items.append(item)
-    kept_items = prune_sections(kept_items)
-    if not any(isinstance(item, Block) for item in kept_items):
-        return ""
-    return render_topic(TopicDoc(path=path, blocks=[], evidence={}, items=kept_items))
-
-
-def prune_sections(items: list[Item]) -> list[Item]:
-    """Drop every heading whose section (up to the next heading of the same or a higher
-    level) holds no block, together with that section's contents except definitions."""
-    out: list[Item] = []
-    i = 0
-    while i < len(items):
-        item = items[i]
-        if isinstance(item, Heading):
-            j = i + 1
-            while j < len(items) and not (isinstance(items[j], Heading)
-                                          and items[j].level <= item.level):  # type: ignore[union-attr]
-                j += 1
-            if not any(isinstance(x, Block) for x in items[i + 1:j]):
-                # keep definitions: a block elsewhere in the file may cite them
-                out.extend(x for x in items[i + 1:j] if isinstance(x, Evidence))
-                i = j
-                continue
-        out.append(item)
-        i += 1
-    return out
 
 
 # -- cross-file rules ------------------------------------------------------------------------

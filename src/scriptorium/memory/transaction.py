@@ -44,9 +44,10 @@ from .moved import BeginState
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import PARKED_PREFIX, StageError, checkout, park
 from .directory import TransactionResult
+from .normalize import normalize_topic
+from .normalize_edit import normalize_edit
 from .topics import (
-    TopicDoc, TopicFormatError, normalize_topic, parse_topic, parse_topic_bytes,
-    repoint_block_links,
+    TopicDoc, TopicFormatError, parse_topic, parse_topic_bytes, repoint_block_links,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -315,8 +316,10 @@ class _Plan:
             except UnicodeDecodeError:
                 raise TransactionError(f"{rel}: not valid UTF-8",
                                        code=ReasonCode.INVALID_TOPIC_FORMAT) from None
-            out = normalize_topic(text, rel, committed_ids=committed_ids, resolve=resolve,
-                                  link_for=link_for, taken_ids=taken)
+            out = self._normalize_edit(rel, text, committed_ids, link_for, taken)
+            if out is None:
+                out = normalize_topic(text, rel, committed_ids=committed_ids, resolve=resolve,
+                                      link_for=link_for, taken_ids=taken)
             final[rel] = out.encode("utf-8") if out else None
 
         docs: dict[str, TopicDoc] = {}
@@ -416,6 +419,22 @@ class _Plan:
                 self.docs[rel] = docs.get(rel)
         for rel in {*changes, *touched}:
             self.after[rel] = self.writes[rel] if rel in self.writes else self.committed(rel)
+
+    def _normalize_edit(self, rel: str, text: str, committed_ids, link_for,
+                        taken: set[str]) -> str | None:
+        """The normalised file from only the paragraphs the writer changed, when the committed
+        file is one normalisation wrote (None: normalise it whole)."""
+        normal = getattr(self.catalog, "normal_sha", None)
+        sha = normal(rel) if normal is not None else None
+        old = self.committed(rel) if sha is not None else None
+        if old is None or sha256(old) != sha:
+            return None
+        try:
+            committed = old.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return normalize_edit(committed, text, rel, committed_ids=committed_ids,
+                              resolve=self.resolve, link_for=link_for, taken_ids=taken)
 
     def _refs(self, doc: TopicDoc, block, resolve, *, strict: bool) -> list[str]:
         out: list[str] = []
