@@ -15,7 +15,7 @@ from scriptorium.errors import WriteFailed
 from scriptorium.gitrepo import UNPACKED_NAME
 from scriptorium.memory import catalog as catalog_mod
 from scriptorium.memory import stage as stage_mod
-from scriptorium.memory import transaction as tx_mod
+from scriptorium.memory import commit_plan as tx_mod
 from scriptorium.memory import directory as directory_mod
 from scriptorium.memory.catalog import TopicCatalog
 from scriptorium.memory.citations import cited_sources
