@@ -33,18 +33,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import posixpath
-import re
 import sqlite3
-import stat
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol
 
 from .catalog_db import DB_FILE, BlockSummary, CatalogDB, FileState, IdView, TopicSummary
+from .catalog_summary import (
+    Resolve, archive_key, archive_rel, block_summary, key_of, name_keys, slug, summarize,
+    title_of,
+)
 from .fingerprints import Fingerprint, fingerprint, is_racy, sha256
 from .topics import TopicDoc, parse_topic_bytes
 from .walk import markdown_files, sources_signature
@@ -66,82 +67,9 @@ WRITE_AFTER = 64  # summaries parsed before they are written to the catalog's fi
 
 log = logging.getLogger(__name__)
 
-
-def slug(text: str) -> str:
-    """A subject as a file-name stem: lower case, runs of non-word characters as ``-``."""
-    out = re.sub(r"[^\w]+", "-", text.lower(), flags=re.UNICODE).strip("-_")
-    return out[:60].strip("-_")
-
-
-def title_of(data: bytes) -> str:
-    """The topic's title: its first line when that is a ``# `` heading, else ""."""
-    first = data.split(b"\n", 1)[0]
-    return first[2:].decode("utf-8", errors="replace").strip() if first.startswith(b"# ") \
-        else ""
-
-
-def _targets(doc: TopicDoc, block) -> tuple[str, ...]:
-    out: list[str] = []
-    for fid in dict.fromkeys(block.citations):
-        evidence = doc.evidence.get(fid)
-        if evidence is not None:
-            out.extend(link.target for link in evidence.sources)
-    return tuple(out)
-
-
-def name_keys(summary: TopicSummary) -> list[str]:
-    keys = [f"stem:{posixpath.basename(summary.path)[:-3]}"]
-    if slug(summary.title):
-        keys.append(f"title:{slug(summary.title)}")
-    return keys
-
-
-Resolve = Callable[[str, str], "str | None"]  # (topic path, footnote target) -> source id
-
-
-def _archive_rel(topic_path: str, target: str) -> str | None:
-    """The archive file a footnote target links, workspace-relative (None: not a link)."""
-    link, sep, _ = target.partition("#")
-    if not sep or not link.endswith(".md"):
-        return None
-    rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
-    return rel if rel.startswith("sources/") and ".." not in rel.split("/") else None
-
-
-def _key_of(keys: dict[str, str | None], topic_path: str) -> Callable[[str], str | None]:
-    """Footnote target of ``topic_path`` -> the key of the archive file it links."""
-    def key(target: str) -> str | None:
-        link = _archive_rel(topic_path, target)
-        return keys.get(link) if link is not None else None
-    return key
-
-
-def _archive_key(root: Path, rel: str) -> str | None:
-    """(mtime, size, inode) of a regular archive file, as text; None when it is not one."""
-    try:
-        st = os.lstat(os.path.join(root, rel))
-    except (OSError, ValueError):
-        return None
-    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}" if stat.S_ISREG(st.st_mode) else None
-
-
-def _block(block_id: str, ids: tuple[str, ...], line: int, links: tuple[tuple[str, str], ...],
-           targets: tuple[str, ...], resolve: Resolve, path: str) -> BlockSummary:
-    """A block's summary, its footnote targets resolved (each once per block)."""
-    at = tuple(resolve(path, target) for target in targets)
-    refs = tuple(dict.fromkeys(ref for ref in at if ref is not None))
-    return BlockSummary(block_id, ids, line, links, targets, refs, None in at, at)
-
-
-def summarize(doc: TopicDoc, sources: "SourceArchive", *, sha: str = "",
-              fp: Fingerprint = (0, 0, 0, 0), checked_ns: int = 0,
-              resolve: Resolve | None = None, title: str = "") -> TopicSummary:
-    """The summary of one parsed topic file (its citations resolved through ``sources``, or
-    ``resolve`` when given: a transaction passes the resolutions it already made)."""
-    resolve = resolve or sources.resolve_target
-    blocks = tuple(_block(block.id, tuple(block.ids), block.line, tuple(block.links),
-                          _targets(doc, block), resolve, doc.path) for block in doc.blocks)
-    return TopicSummary(doc.path, sha, fp, checked_ns, blocks, title)
+# importable from here as before (pg_catalog, tests)
+__all__ = ["TopicCatalog", "CatalogPlace", "BlockSummary", "TopicSummary", "Resolve", "summarize",
+           "name_keys", "slug", "title_of", "SAVED_FILE"]
 
 
 
@@ -297,15 +225,15 @@ class TopicCatalog:
             if not isinstance(item, str):
                 for block in item.blocks:
                     for target in block.targets:
-                        link = _archive_rel(item.path, target)
+                        link = archive_rel(item.path, target)
                         if link is not None and link not in keys:
-                            keys[link] = _archive_key(self.root, link)
+                            keys[link] = archive_key(self.root, link)
         with db.transaction():
             for item in learnt:
                 if isinstance(item, str):
                     db.drop(item)
                 else:
-                    db.put(item, name_keys(item), _key_of(keys, item.path))
+                    db.put(item, name_keys(item), key_of(keys, item.path))
             for rel, fp in touched:
                 db.touch(rel, fp, now)
         learnt.clear()
@@ -339,7 +267,7 @@ class TopicCatalog:
             summary = self.db.summary(rel)
             if summary is None:
                 continue
-            blocks = [_block(b.id, b.ids, b.line, b.links, b.targets,
+            blocks = [block_summary(b.id, b.ids, b.line, b.links, b.targets,
                              self.sources.resolve_target, rel) if b.unresolved else b
                       for b in summary.blocks]
             self._write([replace(summary, blocks=tuple(blocks))], [], 0)
@@ -457,11 +385,11 @@ class TopicCatalog:
         keys: dict[str, str | None] = {}
         out: dict[str, str] = {}
         for target, ref, akey in rows:
-            link = _archive_rel(rel, target)
+            link = archive_rel(rel, target)
             if link is None:
                 continue
             if link not in keys:
-                keys[link] = _archive_key(self.root, link)
+                keys[link] = archive_key(self.root, link)
             if akey is not None and keys[link] == akey:
                 out[target] = ref
         return out
