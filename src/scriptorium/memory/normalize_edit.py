@@ -42,6 +42,28 @@ def _is_paragraph(group: str) -> bool:
     return _classify(group.split("\n", 1)[0]) == "text"
 
 
+def _units(text: str) -> tuple[list[str], list[int]]:
+    """``text`` cut where one item surely ends and the next begins: at blank lines, and
+    between the lines of a run of definitions (a paragraph's definitions change one by one:
+    a write adds some under a paragraph it rewrites). Returns the units and their offsets."""
+    units: list[str] = []
+    starts: list[int] = []
+    pos = 0
+    for group in text.split("\n\n"):
+        lines = group.split("\n") if _is_def_group(group) and "\n" in group else None
+        if lines is not None and all(map(_is_def_group, lines)):
+            for line in lines:
+                units.append(line)
+                starts.append(pos)
+                pos += len(line) + 1
+            pos += 1
+        else:
+            units.append(group)
+            starts.append(pos)
+            pos += len(group) + 2
+    return units, starts
+
+
 class _Rest:
     """The unchanged groups of the staged file (:class:`.normalize.Outside`), answered by
     searching the staged text outside the changed spans (no parse)."""
@@ -95,20 +117,16 @@ class _Rest:
 def normalize_edit(committed: str, staged: str, path: str, *,
                    committed_ids: Set[str] | KeysView[str], resolve: Resolve,
                    link_for: LinkFor, taken_ids: set[str] | None = None) -> str | None:
-    """What ``normalize_topic(staged, …)`` returns, computed from the groups of ``staged``
-    that differ from ``committed`` (the committed file, which normalisation wrote); None when
+    """What ``normalize_topic(staged, …)`` returns, computed from the units of ``staged``
+    (:func:`_units`) that differ from ``committed`` (the committed file, which normalisation wrote); None when
     that cannot be done apart from the rest of the file (then nothing was changed, not even
     ``taken_ids``)."""
     if not committed.endswith("\n") or any(m in committed or m in staged
                                            for m in _UNSPLICEABLE):
         return None
     text = staged.rstrip("\n")
-    old, new = committed[:-1].split("\n\n"), text.split("\n\n")
+    (old, old_starts), (new, starts) = _units(committed[:-1]), _units(text)
     ops = SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
-    starts, pos = [], 0
-    for group in new:
-        starts.append(pos)
-        pos += len(group) + 2
     changes = [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
     spans = [(starts[j1], starts[j2 - 1] + len(new[j2 - 1])) for _, _, j1, j2 in changes
              if j2 > j1]
@@ -163,9 +181,9 @@ def normalize_edit(committed: str, staged: str, path: str, *,
     pieces: list[tuple[str, bool, bool]] = []  # text, starts with a definition, ends with one
     r = 0
     for tag, i1, i2, _, _ in ops:
-        if tag == "equal":
-            pieces.append(("\n\n".join(old[i1:i2]), _is_def_group(old[i1]),
-                           _is_def_group(old[i2 - 1])))
+        if tag == "equal":  # as it stands in the committed file
+            pieces.append((committed[old_starts[i1]:old_starts[i2 - 1] + len(old[i2 - 1])],
+                           _is_def_group(old[i1]), _is_def_group(old[i2 - 1])))
             continue
         for item in by_change[r]:
             rendered, is_def = render_item(item), isinstance(item, Evidence)
