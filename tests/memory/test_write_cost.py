@@ -15,6 +15,7 @@ from scriptorium.errors import WriteFailed
 from scriptorium.gitrepo import UNPACKED_NAME
 from scriptorium.memory import catalog as catalog_mod
 from scriptorium.memory import stage as stage_mod
+from scriptorium.memory import topics as topics_mod
 from scriptorium.memory import commit_plan as tx_mod
 from scriptorium.memory import directory as directory_mod
 from scriptorium.memory.catalog import TopicCatalog
@@ -338,3 +339,47 @@ def test_an_install_hashes_the_topic_it_wrote_once_for_the_catalog_and_the_index
     written = (ws.root / rel).read_bytes()
     assert [name for name, data in hashed if data == written] == [tx_mod.__name__]
     assert search(ws, "new fact")[0].path == rel  # the index did learn the write
+
+
+LONG = 60  # paragraphs of the long topic, each citing its own archived turn
+
+
+def long_topic(ws: Workspace) -> tuple[str, list[str]]:
+    """topics/long.md: LONG paragraphs committed (so normalisation wrote the file), and
+    turns archived for two more."""
+    ids = archive(ws, [("long", f"m{i}", "user", f"kiln turn {i}", TS) for i in range(LONG + 2)])
+    rel = "topics/long.md"
+    with ws.begin(allowed_sources=ids[:LONG]) as tx:
+        (tx.stage / rel).write_text(render([[(f"Firing {i} reached cone {i % 9}.", [ids[i]],
+                                              "2026-08-01")] for i in range(LONG)]))
+        tx.commit("seed a long topic")
+    return rel, ids
+
+
+def test_a_write_to_a_long_topic_parses_and_resolves_only_what_it_adds(ws, monkeypatch):
+    """Normalising the staged file parsed all of it and re-rendered every footnote (each
+    source's canonical link asked of the archive again), then the commit parsed the result
+    once more: a batch cost as much as the topic it extends. Now only the added paragraph
+    is normalised; the result is parsed once (for the catalog and the index)."""
+    rel, ids = long_topic(ws)
+    parsed: list[int] = []
+    real_parse = topics_mod._Parser.parse
+
+    def counting(self, text):
+        parsed.append(len(text))
+        return real_parse(self, text)
+
+    monkeypatch.setattr(topics_mod._Parser, "parse", counting)
+    links: list[str] = []
+    real_link = ws.sources.canonical_link
+
+    def counting_link(path, source_id):
+        links.append(source_id)
+        return real_link(path, source_id)
+
+    monkeypatch.setattr(ws.sources, "canonical_link", counting_link)
+    result, _ = append_paragraph(ws, rel, "The kiln cooled overnight.", ids[LONG])
+    assert result.changed_files == [rel]
+    size = (ws.root / rel).stat().st_size
+    assert sum(parsed) < size + 2_000  # the result once, and the added lines
+    assert links == [ids[LONG]]  # only the new footnote's link is made
