@@ -5,12 +5,12 @@ Normalising the whole staged file (:func:`.normalize.normalize_topic`) parsed ev
 and resolved every footnote of it, so a write's time and its transient memory grew with the
 topic. When the committed file is one the runtime's normalisation wrote (the catalog says so:
 ``TopicCatalog.normal_sha``), each of its paragraphs is already what normalising gives. So the
-staged file is compared with it group by group (a group: what blank lines separate), only the
-groups the writer added or changed are parsed and normalised, with the same rules
-(:func:`.normalize.normalize_items`, which asks the rest of the file what a rule needs by
-searching its text), and the result is spliced between the unchanged groups.
+staged file is compared with it unit by unit (what blank lines separate, and each line of a
+run of definitions), only the units the writer added or changed are parsed and normalised,
+with the same rules (:func:`.normalize.normalize_items`, which asks the rest of the file what a
+rule needs by searching its text), and the result is spliced between the unchanged units.
 
-Wherever a rule could reach an unchanged group (a heading inserted above other groups, a
+Wherever a rule could reach an unchanged unit (a heading inserted above other units, a
 removed paragraph that took a footnote's last citation, fenced code or a comment that may span
 blank lines, an orphan label) :func:`normalize_edit` answers None and the caller normalises
 the whole file: what it returns is byte for byte what ``normalize_topic`` returns
@@ -65,7 +65,7 @@ def _units(text: str) -> tuple[list[str], list[int]]:
 
 
 class _Rest:
-    """The unchanged groups of the staged file (:class:`.normalize.Outside`), answered by
+    """The unchanged units of the staged file (:class:`.normalize.Outside`), answered by
     searching the staged text outside the changed spans (no parse)."""
 
     def __init__(self, text: str, spans: list[tuple[int, int]], kept: Callable[[], Iterator[str]],
@@ -131,7 +131,7 @@ def normalize_edit(committed: str, staged: str, path: str, *,
     spans = [(starts[j1], starts[j2 - 1] + len(new[j2 - 1])) for _, _, j1, j2 in changes
              if j2 > j1]
 
-    def kept_groups() -> Iterator[str]:
+    def kept_units() -> Iterator[str]:
         return (g for tag, i1, i2, _, _ in ops if tag == "equal" for g in old[i1:i2])
 
     items: list[Item] = []
@@ -154,7 +154,7 @@ def normalize_edit(committed: str, staged: str, path: str, *,
             region[id(item)] = r
         items += added
 
-    rest = _Rest(text, spans, kept_groups, path)
+    rest = _Rest(text, spans, kept_units, path)
     taken = set(taken_ids) if taken_ids is not None else None
     try:
         kept = normalize_items(items, path, committed=committed_ids, resolve=resolve,
@@ -175,7 +175,7 @@ def normalize_edit(committed: str, staged: str, path: str, *,
     if changes and changes[-1][3] == len(new):  # the only change that may hold headings
         by_change[-1] = prune_sections(by_change[-1])
     if not any(isinstance(x, Block) for change in by_change for x in change) \
-            and not any(map(_is_paragraph, kept_groups())):
+            and not any(map(_is_paragraph, kept_units())):
         return None  # no paragraph left: the file goes
 
     pieces: list[tuple[str, bool, bool]] = []  # text, starts with a definition, ends with one
