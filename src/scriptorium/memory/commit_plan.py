@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from ..errors import ReasonCode, ScriptoriumError
 from ..faults import fault_point
@@ -29,7 +29,25 @@ from .topics import (
 from .tx_errors import TransactionError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .transaction import Transaction
+    from .catalog import TopicCatalog
+    from .directory import WorkspaceDir
+    from .moved import BeginState
+    from .stage import Stage
+
+
+class Staged(Protocol):
+    """What a plan needs of its transaction (scriptorium.memory.transaction, which builds
+    plans: named by what it provides, not imported)."""
+
+    workspace: "WorkspaceDir"
+    catalog: "TopicCatalog"
+    allowed_sources: frozenset[str]
+    purpose: str
+    own_blocks: frozenset[str]
+    base: "BeginState"
+    dir: Path
+    id: str
+    _stage: "Stage"
 
 __all__ = ["CommitPlan", "DELETING_PURPOSES", "read_or_none"]
 
@@ -61,7 +79,7 @@ class CommitPlan:
     only the files the writer changed (and files whose block links must follow a moved
     block); everything else it needs about the committed tree comes from the catalog."""
 
-    def __init__(self, tx: Transaction):
+    def __init__(self, tx: Staged):
         self.tx = tx
         self.ws = tx.workspace
         self.catalog = tx.catalog
