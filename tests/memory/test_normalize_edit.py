@@ -3,33 +3,18 @@ file gives (scriptorium.memory.normalize_edit), and it reads only what changed."
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import assume, given, settings, strategies as st
 
+from parse_counting import count_parsed
+from test_topics_properties import link_for, resolve
 from testkit import examples
 
-from scriptorium.memory import topics as topics_mod
 from scriptorium.memory.normalize import normalize_topic
 from scriptorium.memory.normalize_edit import normalize_edit
 from scriptorium.memory.topics import parse_topic
 
 P = "topics/a/b.md"
 SETTINGS = settings(max_examples=examples(150), deadline=None)
-
-
-def resolve(topic_path: str, target: str) -> str | None:
-    m = re.fullmatch(r"(?:\.\./)+sources/(\w+)_(\w+)\.md#(\w+)", target)
-    if m:
-        return "/".join(m.groups())
-    if re.fullmatch(r"\w+/\w+/\w+", target):
-        return target
-    return None
-
-
-def link_for(topic_path: str, source_id: str) -> str:
-    provider, thread, message = source_id.split("/")
-    return "../" * topic_path.count("/") + f"sources/{provider}_{thread}.md#{message}"
 
 
 handles = st.sampled_from(["p/t/m1", "p/t/m2", "q/u/m3", "../../sources/p_t.md#m1", "missing"])
@@ -134,14 +119,7 @@ def test_a_paragraph_added_to_a_long_topic_is_normalised_without_parsing_the_res
     staged = committed.replace("## Values\n\n", "## Values\n\nThe state is warm.[^e1]\n\n"
                                "[^e1]: Time: `2026`; Sources: [s](p/t/m1)\n\n", 1) \
         + "\nBatch new fires at noon.[^e2]\n\n[^e2]: Time: `2026`; Sources: [k](q/u/m3)\n"
-    parsed: list[int] = []
-    real_parse = topics_mod._Parser.parse
-
-    def counting(self, text):
-        parsed.append(len(text))
-        return real_parse(self, text)
-
-    monkeypatch.setattr(topics_mod._Parser, "parse", counting)
+    parsed = count_parsed(monkeypatch)
     resolved: list[str] = []
 
     def counting_resolve(path, target):

@@ -15,7 +15,6 @@ from scriptorium.errors import WriteFailed
 from scriptorium.gitrepo import UNPACKED_NAME
 from scriptorium.memory import catalog as catalog_mod
 from scriptorium.memory import stage as stage_mod
-from scriptorium.memory import topics as topics_mod
 from scriptorium.memory import commit_plan as tx_mod
 from scriptorium.memory import directory as directory_mod
 from scriptorium.memory.catalog import TopicCatalog
@@ -25,6 +24,7 @@ from scriptorium.memory.search import index as index_mod
 from scriptorium.memory.sources import archive as archive_mod
 from scriptorium.memory.workspace import Workspace
 
+from parse_counting import count_parsed
 from search_support import archive, open_ws, render
 
 TS = "2026-08-01T10:00:00+00:00"
@@ -362,14 +362,7 @@ def test_a_write_to_a_long_topic_parses_and_resolves_only_what_it_adds(ws, monke
     once more: a batch cost as much as the topic it extends. Now only the added paragraph
     is normalised; the result is parsed once (for the catalog and the index)."""
     rel, ids = long_topic(ws)
-    parsed: list[int] = []
-    real_parse = topics_mod._Parser.parse
-
-    def counting(self, text):
-        parsed.append(len(text))
-        return real_parse(self, text)
-
-    monkeypatch.setattr(topics_mod._Parser, "parse", counting)
+    parsed = count_parsed(monkeypatch)
     links: list[str] = []
     real_link = ws.sources.canonical_link
 
