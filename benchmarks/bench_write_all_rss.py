@@ -5,8 +5,9 @@ used and let go; what memory already holds is asked of the on-disk topic catalog
 Homes of 250 / 1,000 / 2,000 sessions (6 short turns each, written straight to disk, cached
 under benchmarks/out/; 40 titles, so each topic file gathers 1/40 of the sessions) are written
 by the real CLI in a child process, ours and (at the sizes asked for) the code of
-``--baseline-rev`` (default fda7463: a commit's plan was a reference cycle, so each batch's
-parsed topic waited for a full garbage collection), one after the other at each size;
+``--baseline-rev`` (default bd0982f: each batch normalised its whole topic file and parsed
+it twice; fda7463, before it, left each batch's plan in a reference cycle), one after the
+other at each size;
 the child's peak RSS and CPU come from ``wait4``. The last lines give each side's RSS slope
 per session between neighbouring sizes and its wall and CPU time per session.
 
@@ -31,7 +32,7 @@ from typing import NamedTuple
 from workspaces import OUT, baseline_src, load, ours_src
 
 TURNS = 6
-BASELINE_REV = "fda7463"  # main before a commit's plan stopped being a reference cycle
+BASELINE_REV = "bd0982f"  # main before a write normalised only what it changed
 
 
 def cached_home(sessions: int) -> Path:
@@ -110,7 +111,7 @@ def main() -> None:
                     help="sizes also run on the baseline ('' none)")
     ap.add_argument("--baseline-rev", default=BASELINE_REV,
                     help=f"the commit the baseline runs (default {BASELINE_REV}: before a "
-                         f"commit's plan stopped being a reference cycle)")
+                         f"write normalised only what it changed)")
     args = ap.parse_args()
     base_sizes = {int(x) for x in args.baseline.split(",") if x}
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
