@@ -89,7 +89,11 @@ def test_a_batch_whose_subject_is_another_workers_topic_fetches_that_file_and_ap
 
 
 def test_a_worker_whose_writer_may_read_any_file_keeps_every_topic_in_its_mirror(homes):
-    from scriptorium.memory.work import finds_topics_by_catalog
+    from scriptorium.memory.writers.base import finds_topics_by_catalog
+
+    class ReadsItsStage(EmbeddedWriter):  # overrides write: its promise is not inherited
+        def write(self, request):  # type: ignore[no-untyped-def]
+            return super().write(request)
 
     first = homes.open(trigger_tokens=1)
     worker = homes.open(trigger_tokens=1)
@@ -102,6 +106,7 @@ def test_a_worker_whose_writer_may_read_any_file_keeps_every_topic_in_its_mirror
     work(worker, jobs, "b")
     assert mirror_topics(worker) == topic_rows(worker)
     assert not finds_topics_by_catalog(object())
+    assert not finds_topics_by_catalog(ReadsItsStage())
 
 
 def test_a_batch_another_worker_installed_but_did_not_mark_is_not_written_twice(
@@ -137,6 +142,7 @@ class LinksToAnotherTopic(EmbeddedWriter):
     """The embedded writer, except that its paragraph links a block of another topic."""
 
     declares_edits = True
+    finds_topics_by_catalog = True  # reads no file beyond what the catalog names
     target = ""  # "venue.md#^<id>"
 
     def write(self, request):

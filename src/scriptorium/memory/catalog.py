@@ -72,7 +72,6 @@ __all__ = ["TopicCatalog", "CatalogPlace", "BlockSummary", "TopicSummary", "Reso
            "name_keys", "slug", "title_of", "SAVED_FILE"]
 
 
-
 class TopicCatalog:
     """The summaries of one workspace's committed topics (see the module docstring), kept in
     its runtime dir's ``topic-catalog.sqlite`` (in memory when there is no runtime dir or the
@@ -367,6 +366,11 @@ class TopicCatalog:
         """Every topic file holding a block with this id or alias (two: a duplicate)."""
         with self._lock:
             return self.db.paths_of(block_id)
+
+    def before_validate(self, docs: Mapping[str, TopicDoc]) -> None:
+        """A transaction parsed the files it installs and is about to check them against
+        the committed tree. This catalog holds every topic of the tree: nothing to bring
+        (a catalog of part of it, :class:`~.pg_catalog.PgTopicCatalog`, fetches here)."""
 
     def paths_citing(self, target: str) -> list[str]:
         """The topic files with a footnote linking ``target``, sorted."""

@@ -185,8 +185,7 @@ class CommitPlan:
             for rel, data in sorted(final.items()):
                 if data is not None:
                     docs[rel] = parse_topic_bytes(data, rel, strict=True)
-            if hasattr(catalog, "before_validate"):  # a catalog of part of the tree
-                catalog.before_validate(docs)  # (pg_catalog) fetches what these concern
+            catalog.before_validate(docs)
             where = {i: d.path for d in docs.values() for b in d.blocks for i in b.ids}
 
             def where_now(block_id: str) -> str | None:

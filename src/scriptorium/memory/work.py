@@ -23,6 +23,7 @@ from ..errors import InvalidInput, ReasonCode, ScriptoriumError
 from .failed_jobs import requeue_reconfigured, stamp_config
 from .failures import Failure, classify
 from .results import SessionResult
+from .writers.base import finds_topics_by_catalog
 from .view import MemoryView
 
 if TYPE_CHECKING:  # pragma: no cover - the postgres extra is optional
@@ -100,17 +101,6 @@ class MemoryJobs:
         if not self.memory.branch_qualifies(sid, left.tip):
             return None
         return self.memory.write_branch(sid, left.tip)
-
-
-def finds_topics_by_catalog(writer: Any) -> bool:
-    """Whether ``writer`` reaches an existing topic only through the catalog (the embedded
-    writer: :func:`~.writers.embedded.find_topic`), so a worker's write steps may leave the
-    topic files its mirror does not hold in the database (their summaries suffice until
-    the catalog finds one for the writer: :meth:`~.pg_catalog.PgTopicCatalog.named`). Any
-    other writer may read any file of its stage, which then holds them all."""
-    from .writers.embedded import EmbeddedWriter
-
-    return isinstance(writer, EmbeddedWriter)
 
 
 def pg_home_of(memory: Any) -> "PgHome":

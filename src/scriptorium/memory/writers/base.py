@@ -89,15 +89,30 @@ class WriteRequest:
         self.written.add(f"topics/{rel}")
 
 
-def declares_edits(writer: object) -> bool:
-    """Does ``writer`` edit the stage only through :meth:`WriteRequest.write_topic`? Then the
-    transaction looks at those files only, instead of at every staged file. Said by the
-    class that defines its ``write`` (``declares_edits = True`` there): a subclass that
-    overrides ``write`` may write in other ways, so it must say so again itself."""
+def _said_by_its_write(writer: object, promise: str) -> bool:
+    """``promise`` as the class that defines ``writer``'s ``write`` says it (False when it
+    does not): a subclass that overrides ``write`` may work in other ways, so it must say
+    so again itself."""
     for klass in type(writer).__mro__:
         if "write" in vars(klass):
-            return bool(vars(klass).get("declares_edits", False))
+            return bool(vars(klass).get(promise, False))
     return False
+
+
+def declares_edits(writer: object) -> bool:
+    """Does ``writer`` edit the stage only through :meth:`WriteRequest.write_topic`? Then the
+    transaction looks at those files only, instead of at every staged file
+    (``declares_edits = True`` on the class that defines ``write``)."""
+    return _said_by_its_write(writer, "declares_edits")
+
+
+def finds_topics_by_catalog(writer: object) -> bool:
+    """Does ``writer`` reach an existing topic only through ``request.catalog`` (and the
+    files it writes)? Then a PostgreSQL worker's stage may leave the topic files its mirror
+    does not hold in the database (``finds_topics_by_catalog = True`` on the class that
+    defines ``write``); any other writer may read any staged file, which then holds them
+    all."""
+    return _said_by_its_write(writer, "finds_topics_by_catalog")
 
 
 @dataclass

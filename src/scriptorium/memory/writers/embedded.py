@@ -136,6 +136,7 @@ class EmbeddedWriter:
     name: str = "embedded"
     repair_attempts: int = 0  # deterministic: the same batch would be rejected the same way
     declares_edits: bool = True  # writes only through request.write_topic (see base.py)
+    finds_topics_by_catalog: bool = True  # reads a topic only once find_topic names it
 
 
     @classmethod
