@@ -211,16 +211,19 @@ def test_another_writers_topics_reach_a_mirror_as_stored_summaries_not_parses(ho
 VENUE = "The venue is the river hall; the budget is 50 thousand euros."
 
 
-def mirror_archive(mem) -> list[str]:
-    """The archive files the mirror holds (workspace-relative)."""
+def mirror_files(mem, top: str) -> list[str]:
+    """The files under ``top`` ("sources", "topics") the mirror holds (workspace-relative)."""
     root = mem.workspace.root
-    return sorted(p.relative_to(root).as_posix() for p in (root / "sources").rglob("*.md"))
+    return sorted(p.relative_to(root).as_posix() for p in (root / top).rglob("*.md"))
 
 
-def archive_rows(mem) -> list[str]:
+def db_files(mem, top: str, *, live_only: bool = False) -> list[str]:
+    """The files under ``top`` the database holds (``live_only``: not deleted ones)."""
+    live = " AND content IS NOT NULL" if live_only else ""
     with mem.workspace.pg.connection() as conn:
         return [r[0] for r in conn.execute("SELECT path FROM memory_files WHERE starts_with("
-                                           "path, 'sources/') ORDER BY path").fetchall()]
+                                           f"path, %s){live} ORDER BY path",
+                                           (top + "/",)).fetchall()]
 
 
 @pytest.mark.parametrize("others", [1, 4])
@@ -235,13 +238,13 @@ def test_a_write_step_fetches_only_its_own_sessions_archive_however_many_others_
     assert second.write_session("b").failure is None
     # the topics of the others arrived as summaries; their archive files did not
     assert TopicCatalog.of(second.workspace).shared == others
-    assert len(archive_rows(second)) == others + 1
-    [own] = mirror_archive(second)  # its own session's file, none of the others'
-    assert own in archive_rows(second) and own not in mirror_archive(first)
+    assert len(db_files(second, "sources")) == others + 1
+    [own] = mirror_files(second, "sources")  # its own session's file, none of the others'
+    assert own in db_files(second, "sources") and own not in mirror_files(first, "sources")
     assert second.workspace.fetched_archive == 0  # nothing it read was elsewhere
     # a reader outside a write step (verify) sees the whole archive: the mirror completes
     assert second.verify().ok
-    assert mirror_archive(second) == archive_rows(second)
+    assert mirror_files(second, "sources") == db_files(second, "sources")
 
 
 def test_a_frame_another_writer_archived_is_fetched_when_read_and_only_that_file(homes):
@@ -252,11 +255,11 @@ def test_a_frame_another_writer_archived_is_fetched_when_read_and_only_that_file
         assert first.write_session(sid).failure is None
     say(second, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
     assert second.write_session("b").failure is None  # a step: the others' files noted only
-    wanted = next(p for p in archive_rows(first) if p in mirror_archive(first)
+    wanted = next(p for p in db_files(first, "sources") if p in mirror_files(first, "sources")
                   and p.endswith("a0.md"))
     frame = first.workspace.sources.file_status(wanted).frames[0]
     ws = second.workspace
-    assert wanted not in mirror_archive(second)
+    assert wanted not in mirror_files(second, "sources")
     before = ws.fetched_archive
     ws._local.step = True  # read as a write step reads (the step's lock is not needed here)
     try:
@@ -264,8 +267,8 @@ def test_a_frame_another_writer_archived_is_fetched_when_read_and_only_that_file
     finally:
         ws._local.step = False
     assert ws.fetched_archive - before == 1
-    assert wanted in mirror_archive(second)
-    assert not any(p.endswith("a1.md") for p in mirror_archive(second))
+    assert wanted in mirror_files(second, "sources")
+    assert not any(p.endswith("a1.md") for p in mirror_files(second, "sources"))
 
 
 def test_an_archive_path_colliding_with_a_file_the_mirror_never_fetched_is_refused(homes):
@@ -273,14 +276,14 @@ def test_an_archive_path_colliding_with_a_file_the_mirror_never_fetched_is_refus
     second = homes.open(trigger_tokens=1)
     say(first, "Mixed", "Venue", VENUE)
     assert first.write_session("Mixed").failure is None
-    [theirs] = archive_rows(first)
+    [theirs] = db_files(first, "sources")
     provider = theirs.split("/")[1]
     ws = second.workspace
     with ws.step_lock("mixed"):  # a write step: the other session's file is not pulled
-        assert mirror_archive(second) == []
+        assert mirror_files(second, "sources") == []
         with pytest.raises(SourcePathCollision):
             ws.sources.archive([SourceRecord(provider, "mixed", "m0", "user", "Lunch.")])
-    assert archive_rows(second) == [theirs]  # nothing of the refused batch was archived
+    assert db_files(second, "sources") == [theirs]  # nothing of the refused batch was archived
 
 
 def test_an_install_stores_its_topic_summaries_in_its_own_database_transaction(homes):
@@ -333,8 +336,9 @@ def test_a_mirror_just_opened_pulls_no_archive_file_and_a_walk_of_the_archive_pu
         say(first, sid, f"Venue {sid}", f"{VENUE} ({sid})")
         assert first.write_session(sid).failure is None
     late = homes.open(trigger_tokens=1)  # a replacement worker: opened after the writes
-    assert mirror_archive(late) == [] and late.workspace.fetched_archive == 0
+    assert mirror_files(late, "sources") == [] and late.workspace.fetched_archive == 0
     frames = list(late.workspace.sources.iter_frames())  # status, verify: the whole archive
     assert sorted(f.source_id for f in frames) == sorted(
         f.source_id for f in first.workspace.sources.iter_frames())
-    assert mirror_archive(late) == archive_rows(first) and late.workspace.fetched_archive == 3
+    assert mirror_files(late, "sources") == db_files(first, "sources")
+    assert late.workspace.fetched_archive == 3

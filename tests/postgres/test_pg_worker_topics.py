@@ -16,7 +16,8 @@ from scriptorium.memory.catalog import TopicCatalog
 from scriptorium.memory.work import MemoryJobs
 from scriptorium.memory.writers.embedded import EmbeddedWriter
 from scriptorium.postgres.jobs import Job
-from test_pg_concurrent_installs import VENUE, homes, say  # noqa: F401 (homes: a fixture)
+from test_pg_concurrent_installs import (  # noqa: F401 (homes: a fixture)
+    VENUE, db_files, homes, mirror_files, say)
 
 
 def work(mem, jobs: MemoryJobs, sid: str):
@@ -27,18 +28,6 @@ def work(mem, jobs: MemoryJobs, sid: str):
     outcome = jobs(Job(sid, int(seq), boundary=True))
     assert outcome.failure is None
     return outcome
-
-
-def mirror_topics(mem) -> list[str]:
-    root = mem.workspace.root
-    return sorted(p.relative_to(root).as_posix() for p in (root / "topics").rglob("*.md"))
-
-
-def topic_rows(mem) -> list[str]:
-    with mem.workspace.pg.connection() as conn:
-        return [r[0] for r in conn.execute("SELECT path FROM memory_files WHERE starts_with("
-                                           "path, 'topics/') AND content IS NOT NULL "
-                                           "ORDER BY path").fetchall()]
 
 
 @pytest.mark.parametrize("others", [1, 4])
@@ -53,15 +42,16 @@ def test_a_write_step_fetches_only_the_topic_files_its_batch_touches_however_man
     say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
     fetched = worker.workspace.fetched_topics
     work(worker, jobs, "b")
-    [own] = mirror_topics(worker)  # its own topic, none of the others'
+    [own] = mirror_files(worker, "topics")  # its own topic, none of the others'
     assert worker.workspace.fetched_topics == fetched  # not one file of the others' fetched
-    assert len(topic_rows(worker)) == others + 1 and own in topic_rows(worker)
+    rows = db_files(worker, "topics", live_only=True)
+    assert len(rows) == others + 1 and own in rows
     # nor their summaries: its catalog holds its own topic; it asks the database the rest
     catalog = TopicCatalog.of(worker.workspace)
     assert catalog.shared == 0 and catalog.paths() == [own]
     # a reader outside a write step sees the whole tree: the mirror completes
     assert worker.verify().ok
-    assert mirror_topics(worker) == topic_rows(worker)
+    assert mirror_files(worker, "topics") == db_files(worker, "topics", live_only=True)
 
 
 def test_a_batch_whose_subject_is_another_workers_topic_fetches_that_file_and_appends_to_it(
@@ -77,10 +67,11 @@ def test_a_batch_whose_subject_is_another_workers_topic_fetches_that_file_and_ap
     fetched = worker.workspace.fetched_topics
     outcome = work(worker, jobs, "b")
     assert outcome.detail["marked"] == ["b-0"]
-    [venue] = mirror_topics(worker)  # that topic, not "Budget"
+    [venue] = mirror_files(worker, "topics")  # that topic, not "Budget"
     assert outcome.detail["redos"] == 1  # written again once its stage held the topic
     assert worker.workspace.fetched_topics - fetched == 1
-    assert venue in topic_rows(worker) and len(topic_rows(worker)) == 2
+    rows = db_files(worker, "topics", live_only=True)
+    assert venue in rows and len(rows) == 2
     text = (worker.workspace.root / venue).read_text(encoding="utf-8")
     assert "river hall" in text and "vegetarian" in text  # appended, nothing lost
     reader = homes.open()
@@ -104,7 +95,7 @@ def test_a_worker_whose_writer_may_read_any_file_keeps_every_topic_in_its_mirror
     assert first.write_session("a").failure is None
     say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
     work(worker, jobs, "b")
-    assert mirror_topics(worker) == topic_rows(worker)
+    assert mirror_files(worker, "topics") == db_files(worker, "topics", live_only=True)
     assert not finds_topics_by_catalog(object())
     assert not finds_topics_by_catalog(ReadsItsStage())
 
@@ -169,7 +160,7 @@ def test_a_block_link_to_a_topic_the_mirror_left_in_the_database_is_checked_agai
     say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
     outcome = work(worker, jobs, "b")  # not refused as a dangling link: the venue is fetched
     assert outcome.detail["redos"] == 1 and worker.workspace.fetched_topics >= 1
-    assert venue in mirror_topics(worker)
+    assert venue in mirror_files(worker, "topics")
     reader = homes.open()
     assert reader.pending("b") == [] and reader.verify().ok
     assert any(rel != venue and "#^" + block in
