@@ -64,7 +64,7 @@ class MirrorPlace(Protocol):
 
     def topics_keyed(self, keys: Iterable[str]) -> list[str]: ...
 
-    def _fetch_all(self) -> None: ...
+    def fetch_all(self) -> None: ...
 
 
 # Store a (path, version, summary, keys) row; a newer version's summary is never replaced
@@ -76,6 +76,13 @@ STORE_SUMMARY_SQL = ("INSERT INTO memory_topic_summaries (path, version, summary
                      "EXCLUDED.version")
 
 
+def id_keys(block: Any) -> set[str]:
+    """``i:`` each id of ``block`` (a parsed block or a stored one) and each block id its
+    block links name: the keys of the topics an install of ``block`` must be checked
+    against."""
+    return {f"i:{i}" for i in block.ids} | {f"i:{bid}" for _, bid in block.links}
+
+
 def topic_keys(summary: TopicSummary) -> list[str]:
     """What a catalog may be asked about a topic, as stored beside its summary: ``i:`` each
     block id and alias, and each block id its block links name; ``r:`` each cited source;
@@ -83,8 +90,7 @@ def topic_keys(summary: TopicSummary) -> list[str]:
     when it has block links (an install that moves a paragraph rewrites the links to it)."""
     keys = {f"n:{key}" for key in name_keys(summary)}
     for b in summary.blocks:
-        keys.update(f"i:{i}" for i in b.ids)
-        keys.update(f"i:{bid}" for _, bid in b.links)
+        keys |= id_keys(b)
         keys.update(f"r:{ref}" for ref in b.refs)
         keys.update(f"t:{target}" for target in b.targets)
         if b.links:
@@ -137,7 +143,7 @@ class PgTopicCatalog(TopicCatalog):
                 return self
             step = self.workspace.in_write_step()
             if not step:
-                self.workspace._fetch_all()
+                self.workspace.fetch_all()
             learnt: list[TopicSummary | str] = []
             shared: list[TopicSummary] = []
             for rel, summary in self.workspace.mirror_changes().items():
@@ -188,7 +194,7 @@ class PgTopicCatalog(TopicCatalog):
         the database that cite one of ``refs`` are fetched first (a batch another worker
         wrote but did not live to mark is cited there: it must not be written twice)."""
         if refs is None:
-            self.workspace._fetch_all()
+            self.workspace.fetch_all()
             self.refresh()
             return super().cited(None)
         refs = list(refs)
@@ -209,8 +215,7 @@ class PgTopicCatalog(TopicCatalog):
         keys = {"l"}
         for rel, doc in docs.items():
             for block in doc.blocks:
-                keys.update(f"i:{i}" for i in block.ids)
-                keys.update(f"i:{bid}" for _, bid in block.links)
+                keys |= id_keys(block)
             summary = self.summary(rel)
             for old in summary.blocks if summary is not None else ():
                 keys.update(f"i:{i}" for i in old.ids)

@@ -10,7 +10,7 @@ with each summary) which of the others concern a job. Those files are noted as r
 fetched when something needs them (:meth:`MirrorOps._pull`: the archive asks before each
 load, the catalog when a topic it asked about is remote), all at once before a walk of
 the whole tree
-(:meth:`MirrorOps._fetch_all`: status, verify, the revision's files, a home copy) and by any
+(:meth:`MirrorOps.fetch_all`: status, verify, the revision's files, a home copy) and by any
 other pull outside a write step. So a job's cost follows its own batch, not how much the
 other workers wrote. The archive's collision check asks the index of every path the
 database holds (:class:`~.pg_parts.PathIndex`), kept from the same rows, so a file the
@@ -230,7 +230,7 @@ class MirrorOps:
     def _pull(self, paths: Iterable[str]) -> None:
         """Fetch ``paths`` whole (content and stored summary) into the mirror, whatever it
         holds of them: the one archive file a read in a write step needs (:meth:`_fetch`),
-        every remote file before a walk of the whole archive (:meth:`_fetch_all`), the
+        every remote file before a walk of the whole archive (:meth:`fetch_all`), the
         topic files a job turns out to read (:meth:`fetch_topics`). A path the database
         no longer holds leaves the mirror too. A topic pulled is announced to the catalog
         again, so a stage synced while it was remote copies it now."""
@@ -255,7 +255,7 @@ class MirrorOps:
         if rel in self._remote:
             self._pull([rel])
 
-    def _fetch_all(self) -> None:
+    def fetch_all(self) -> None:
         """Pull every remote file (a reader about to walk the whole archive or tree)."""
         while self._remote:
             self._pull(list(self._remote))

@@ -104,7 +104,7 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         self.lazy_topics = False
         self.sources = PgSourceArchive(self.root, self.runtime_dir, self._publish_sources,
                                        fetch=self._fetch, entries=self._paths.entries,
-                                       fetch_all=self._fetch_all)
+                                       fetch_all=self.fetch_all)
         self._key = lock_key(pg.target.schema)
         self._locks = AdvisoryLocks(pg, pg.target.display)
         self._local = threading.local()
@@ -259,7 +259,7 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
 
     def revision_files(self) -> list[str]:
         """Every file of memory (the archive files a write step left remote pulled first)."""
-        self._fetch_all()
+        self.fetch_all()
         return super().revision_files()
 
     def revision(self) -> str:
