@@ -19,7 +19,7 @@ from ..faults import fault_point
 from .fingerprints import sha256
 from .foreign import BATCH_PURPOSES, BlockCites, taken_citations
 from .stage import StageError
-from .directory import TransactionResult
+from .tx_result import TransactionResult
 from .install import done_install, install_files
 from .normalize import normalize_topic
 from .normalize_edit import normalize_edit

@@ -25,21 +25,20 @@ import json
 import logging
 import os
 import re
-import threading
-import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..errors import ConcurrentUpdate, InvalidInput, ScriptoriumError
-from ..fsutil import (FileLock, atomic_write_bytes, atomic_write_text, refuse_symlink,
-                      regular_files, safe_join)
+from ..errors import InvalidInput, ScriptoriumError
+from ..fsutil import atomic_write_bytes, atomic_write_text, refuse_symlink, regular_files, safe_join
 from ..gitrepo import GitDamaged, GitRepo, PackPolicy
 from .failures import BlockedBranches
+from .runtime_state import GENERATION_FILE, RuntimeState, read_generation
 from .sources import SourceArchive
 from .topics import Block, TopicDoc, parse_topic_bytes
+from .tx_result import TransactionResult
+from .write_lock import process_lock
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,6 @@ RUNTIME_NAME = ".scriptorium"
 LEGACY_RUNTIME_NAME = ".nativemem"
 TOPICS_DIR = "topics"
 SOURCES_DIR = "sources"
-GENERATION_FILE = "generation"
 PACK_LOOSE_BYTES = 128 * 1024  # loose objects that make a commit pack the history
 PACK_EVERY = 20   # ... or commits since the last packing (see _pack_if_due)
 FULL_STAGE_EVERY = 20  # commits between two stagings of all of topics/ and sources/
@@ -56,160 +54,6 @@ GIT_EXCLUDE = ["/.scriptorium*", "/.nativemem*"]
 # Opening may have to wait for a crashed install's recovery or another opener's git init.
 OPEN_LOCK_TIMEOUT = 10.0
 IDENTITY_LOCK_TIMEOUT = 10.0
-
-
-# -- runtime.json ------------------------------------------------------------------------------
-
-
-@dataclass
-class RuntimeState:
-    """Counters kept in ``<runtime>/runtime.json``. ``cursors`` is the legacy per-session
-    position cursor, readable only so migration can retire it (None once retired)."""
-
-    creation_order: dict[str, int] = field(default_factory=dict)
-    write_commits_since_global: int = 0
-    local_batches: int = 0
-    local_tokens: int = 0
-    last_global_at: str | None = None
-    cursors: dict[str, Any] | None = None
-
-    @classmethod
-    def from_obj(cls, obj: Any) -> "RuntimeState":
-        """Tolerant: anything that is not an object gives defaults; bad fields are dropped."""
-        state = cls()
-        if not isinstance(obj, dict):
-            return state
-        order = obj.get("creation_order")
-        if isinstance(order, dict):
-            state.creation_order = {k: v for k, v in order.items()
-                                    if isinstance(k, str) and _count(v) is not None}
-        for name in ("write_commits_since_global", "local_batches", "local_tokens"):
-            value = _count(obj.get(name))
-            if value is not None:
-                setattr(state, name, value)
-        if isinstance(obj.get("last_global_at"), str):
-            state.last_global_at = obj["last_global_at"]
-        if isinstance(obj.get("cursors"), dict):
-            state.cursors = obj["cursors"]
-        return state
-
-    def to_obj(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "creation_order": dict(self.creation_order),
-            "write_commits_since_global": self.write_commits_since_global,
-            "local_batches": self.local_batches,
-            "local_tokens": self.local_tokens,
-            "last_global_at": self.last_global_at,
-        }
-        if self.cursors is not None:
-            out["cursors"] = self.cursors
-        return out
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_obj(), ensure_ascii=False, indent=2) + "\n"
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value
-
-
-def read_generation(runtime_dir: Path) -> int | None:
-    """The install counter of the workspace whose runtime dir this is (None: none yet)."""
-    try:
-        with open(os.path.join(runtime_dir, GENERATION_FILE), "rb") as fh:
-            return int(fh.read(32))
-    except (OSError, ValueError):
-        return None
-
-
-# -- the write lock -----------------------------------------------------------------------------
-
-
-class _ProcessLock:
-    """One per lock file per process: threads exclude each other (a thread may re-enter),
-    and the flock excludes other processes."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.rlock = threading.RLock()
-        self.depth = 0
-        self.holds = 0  # outermost acquisitions so far: names one unbroken hold
-        self.file: FileLock | None = None
-
-    def acquire(self, timeout: float | None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self.rlock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
-            raise ConcurrentUpdate(f"memory workspace is busy: another writer in this process "
-                                   f"holds {self.path}")
-        try:
-            if self.depth == 0:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                lock = FileLock(self.path, timeout=remaining, what="memory workspace write lock")
-                lock.acquire()
-                self.file = lock
-                self.holds += 1
-            self.depth += 1
-        except BaseException:
-            self.rlock.release()
-            raise
-
-    def release(self) -> None:
-        self.depth -= 1
-        if self.depth == 0 and self.file is not None:
-            self.file.release()
-            self.file = None
-        self.rlock.release()
-
-    @property
-    def held_here(self) -> bool:
-        return self.depth > 0 and self.rlock._is_owned()  # type: ignore[attr-defined]
-
-
-_LOCKS: dict[tuple[int, str], _ProcessLock] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def _process_lock(path: Path) -> _ProcessLock:
-    # a forked child gets its own lock object; the file name itself is not resolved, so a
-    # symlinked lock file is refused by FileLock instead of followed
-    key = (os.getpid(), os.path.join(os.path.realpath(path.parent), path.name))
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(key)
-        if lock is None:
-            lock = _LOCKS[key] = _ProcessLock(Path(key[1]))
-        return lock
-
-
-@dataclass
-class TransactionResult:
-    """What an install changed (every install hook receives it)."""
-
-    changed_files: list[str] = field(default_factory=list)   # "topics/…", sorted
-    created_blocks: list[str] = field(default_factory=list)
-    removed_blocks: list[str] = field(default_factory=list)
-    commit: str | None = None
-    warnings: list[str] = field(default_factory=list)        # a failed hook or git commit
-    workspace: "WorkspaceDir | None" = field(default=None, repr=False, compare=False)
-    _revision: str | None = field(default=None, repr=False, compare=False)
-    # path -> (sha-256, parse, bytes) of each installed topic: install hooks need not hash or
-    # parse it again
-    parsed: dict[str, tuple[str, Any, bytes]] = field(default_factory=dict, repr=False,
-                                                      compare=False)
-
-    @property
-    def revision(self) -> str:
-        """The workspace revision after this transaction. It hashes every memory file, so it
-        is computed when first asked for, not on every write."""
-        if self._revision is None:
-            self._revision = self.workspace.revision() if self.workspace is not None else ""
-        return self._revision
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"changed_files": self.changed_files, "created_blocks": self.created_blocks,
-                "removed_blocks": self.removed_blocks, "revision": self.revision,
-                "commit": self.commit, "warnings": self.warnings}
 
 
 # -- the workspace ------------------------------------------------------------------------------
@@ -302,7 +146,7 @@ class WorkspaceDir:
         the thread that holds it. Busy after ``timeout`` ⇒ ConcurrentUpdate (retryable)."""
         self.check_layout()
         self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        lock = _process_lock(self.runtime_dir / "write.lock")
+        lock = process_lock(self.runtime_dir / "write.lock")
         lock.acquire(timeout)
         try:
             yield
@@ -312,13 +156,13 @@ class WorkspaceDir:
     @property
     def locked_here(self) -> bool:
         """True when the calling thread holds the write lock."""
-        return _process_lock(self.runtime_dir / "write.lock").held_here
+        return process_lock(self.runtime_dir / "write.lock").held_here
 
     def lock_hold(self) -> int | None:
         """Which unbroken hold of the write lock the calling thread is in (None: it holds
         none). Equal values at two moments mean the lock was never released in between, so
         no other writer ran."""
-        lock = _process_lock(self.runtime_dir / "write.lock")
+        lock = process_lock(self.runtime_dir / "write.lock")
         return lock.holds if lock.held_here else None
 
     # -- runtime.json ---------------------------------------------------------------------------

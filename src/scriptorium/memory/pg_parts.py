@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import ConcurrentUpdate
-from .directory import RuntimeState
+from .runtime_state import RuntimeState
 from .failures import BlockedBranches
 from .sources import SourceArchive
 from .sources.model import SourceRecord

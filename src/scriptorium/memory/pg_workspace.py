@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import CorruptFile, ReasonCode
 from ..fsutil import cache_writes
-from .directory import RuntimeState, WORKSPACE_ID_RE
+from .directory import WORKSPACE_ID_RE
+from .runtime_state import RuntimeState
 from .failures import BlockedBranches
 from .catalog import TopicSummary
 from .pg_catalog import STORE_SUMMARY_SQL, PgTopicCatalog

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..errors import ReasonCode
 from .catalog import TopicCatalog
 from .commit_plan import DELETING_PURPOSES, CommitPlan, read_or_none
-from .directory import TransactionResult
+from .tx_result import TransactionResult
 from .install import done_install, install_files, journal_dir, recover_install
 from .moved import BeginState
 from .stage import StageError, checkout, park

@@ -1,17 +1,18 @@
-"""What the upkeep modules (status, verify, migrate, the watcher, pending reasons) need of a
-:class:`~scriptorium.memory.writing.Memory`, as a Protocol: they depend on this, not on the
-write path above them, so no import runs upward.
+"""What the upkeep modules (status, verify, migrate, the watcher, pending reasons) and the
+write paths need of a :class:`~scriptorium.memory.writing.Memory`, as a Protocol: they depend
+on this, not on the front door above them, so no import runs upward.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from ..config import Settings
 from ..sessions import SessionStore
-from .failures import BlockedBranches
+from .failures import BlockedBranches, Failure
 from .records import Record
-from .results import SessionResult
+from .results import SessionResult, StepResult
+from .side_branches import PendingBranch
 from .workspace import Workspace
 from .writers import Writer
 
@@ -49,3 +50,11 @@ class MemoryView(Protocol):
     def write_session(self, session_id: str) -> SessionResult: ...
 
     def write_turn(self, session_id: str) -> SessionResult: ...
+
+    def write_batch(self, session_id: str, batch: Sequence[Record], tip: str | None = None,
+                    own_blocks: Sequence[str] = ()) -> StepResult: ...
+
+    def still_pending(self, session_id: str, *, boundary: bool = True,
+                      failure: Failure | None = None) -> list[PendingBranch]: ...
+
+    def migrate_if_needed(self) -> None: ...

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import ConcurrentUpdate
-from .directory import (GENERATION_FILE, GIT_EXCLUDE, IDENTITY_LOCK_TIMEOUT,
-                        LEGACY_RUNTIME_NAME, OPEN_LOCK_TIMEOUT, PACK_EVERY, RUNTIME_NAME,
-                        RuntimeState, SOURCES_DIR, TOPICS_DIR, TransactionResult,
+from .directory import (GIT_EXCLUDE, IDENTITY_LOCK_TIMEOUT, LEGACY_RUNTIME_NAME,
+                        OPEN_LOCK_TIMEOUT, PACK_EVERY, RUNTIME_NAME, SOURCES_DIR, TOPICS_DIR,
                         WORKSPACE_ID_RE, WorkspaceDir)
+from .runtime_state import GENERATION_FILE, RuntimeState
 from .transaction import Transaction, recover_install
+from .tx_result import TransactionResult
 
 __all__ = ["GENERATION_FILE", "GIT_EXCLUDE", "IDENTITY_LOCK_TIMEOUT", "LEGACY_RUNTIME_NAME",
            "OPEN_LOCK_TIMEOUT", "PACK_EVERY", "RUNTIME_NAME", "RuntimeState", "SOURCES_DIR",

@@ -1,22 +1,13 @@
-"""The write path: memory takes in every branch's turns once and marks only what it wrote.
+"""The front door: :class:`Memory`, the one object through which the library and the CLI
+write, read and keep up long-term memory of a home's sessions.
 
-One write step, in the only order a crash cannot turn into an omission:
-
-1. lock the workspace for this session's step (short timeout: a busy lock is a retryable
-   CONCURRENT_UPDATE; see ``step_lock``: a database home lets other sessions' steps run);
-2. archive the batch as evidence (append-only, idempotent, so a replay changes nothing);
-3. the writer edits a staged copy and the transaction installs it whole or not at all;
-4. mark exactly the batch on its session nodes, only when the install changed a topic file
-   (or, on a redo after a crash, when memory already cites every turn of the batch).
-
-A writer that raises, is rejected or changes nothing marks nothing, and the step reports a
-reason code and whether retrying can help.
+Each operation is a method here that delegates to the module that holds it: one write step
+(archive, install, mark: the order a crash cannot turn into an omission) in
+:mod:`.write_step`, the write paths in :mod:`.write_paths`, reading and upkeep in theirs.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as _dt
 import threading
 import time
 from pathlib import Path
@@ -24,25 +15,20 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, c
 
 from ..config import Settings, load_settings, resolve_home, resolve_location
 from ..errors import InvalidInput, NotFound, ReasonCode, ScriptoriumError
-from ..faults import fault_point
-from ..redact import redact
 from ..sessions import SessionStore
 from ..sessions.errors import SessionNotFound
 from ..sessions.kinds import is_spawn_root
 from ..sessions.node import ROOT
-from ..timefmt import epoch as _epoch
-from .citations import cited_sources
-from .failures import Failure, classify
+from . import write_paths, write_step
+from .failures import Failure
 from .migrate import migrate_if_needed
 from .progress import Progress
-from .records import (MARK_KEY, PROVIDER, Record, first_batch, is_record, message_text, records,
-                      to_source_record, total_tokens)
+from .records import MARK_KEY, Record, is_record, records, to_source_record, total_tokens
 from .side_branches import PendingBranch, side_branch_due
 from .results import SessionResult, StepResult
 from .search import Hit, attach
-from .transaction import StaleTransaction
 from .workspace import Workspace
-from .writers import WriteJob, Writer, make_writer, run_writer
+from .writers import Writer, make_writer
 
 if TYPE_CHECKING:  # pragma: no cover - upkeep modules load on first use: a light import
     from .backfill import BackfillReport
@@ -57,10 +43,6 @@ __all__ = ["Memory", "SessionResult", "StepResult", "to_source_record"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import MemoryContext
-
-WRITE_LOCK_TIMEOUT = 1.0
-INSTALL_ATTEMPTS = 3  # writer runs per batch when concurrent installs keep moving its topics
-
 
 def _postgres_url(home: Path | str | None) -> str | None:
     """The home URL when ``home`` (else ``$SCRIPTORIUM_HOME``) names a PostgreSQL home."""
@@ -203,116 +185,10 @@ class Memory:
 
     def write_batch(self, session_id: str, batch: Sequence[Record],
                     tip: str | None = None, own_blocks: Sequence[str] = ()) -> StepResult:
-        """Archive, write and mark one batch (see the module docstring for the order).
+        """Archive, write and mark one batch (in the order :mod:`.write_step` explains).
         ``own_blocks``: paragraphs earlier batches of this run created (the writer may
         remove those; any other paragraph citing turns outside the batch it must keep)."""
-        step = StepResult(batch_ids=[r.node_id for r in batch], tip=tip)
-        if not batch:
-            step.note = "empty batch"
-            return step
-        try:
-            with self.workspace.step_lock(session_id, timeout=WRITE_LOCK_TIMEOUT), \
-                    self._reported(session_id, tip, step):
-                stranded, opening = self._would_strand(session_id, batch)
-                if stranded:
-                    step.failure = Failure(ReasonCode.STALE_BATCH, True,
-                        f"session {session_id}: marking this batch would strand "
-                        f"{len(stranded)} unwritten turn(s) before it (from {stranded[0]}); "
-                        f"the branch changed since the batch was taken")
-                    return step
-                self.workspace.sources.archive([to_source_record(r) for r in batch])
-                fault_point("after-archive")
-                refs = [r.source_id for r in batch]
-                cited = cited_sources(self.workspace, refs)
-                title = redact(str(self.store.get_meta(session_id).get("title") or ""))
-                line, side_branch = self._line_of(session_id, batch, tip)
-                job = WriteJob(batch=list(batch), cited=frozenset(cited), session_title=title,
-                               subject_hint=opening, line=line, side_branch=side_branch,
-                               log_dir=self.workspace.runtime_dir)
-                for attempt in range(INSTALL_ATTEMPTS):
-                    try:
-                        result, audit = run_writer(
-                            self.workspace, self.writer, job, refs=refs, own_blocks=own_blocks,
-                            message=f"memory: write {len(batch)} turn(s) of {session_id}")
-                        break
-                    except StaleTransaction:
-                        # another session's install moved a topic this one wrote (only where
-                        # steps run at once, see step_lock): write again on a fresh stage
-                        if attempt + 1 == INSTALL_ATTEMPTS:
-                            raise
-                step.changed_files = list(result.changed_files)
-                step.warnings = list(result.warnings)
-                step.created_blocks = list(result.created_blocks)
-                if not step.changed_files:
-                    if not all(ref in cited for ref in refs):
-                        step.failure = Failure(ReasonCode.WRITER_NO_PROGRESS, False,
-                            f"the {self.writer.name} writer changed no topic file "
-                            f"({audit.summary or 'no reason given'})")
-                        return step
-                    step.note = "already cited: a redo after an interrupted write"
-                fault_point("before-mark")
-                self.store.merge_node_metadata_batch(
-                    session_id, {r.node_id: {MARK_KEY: self.workspace_id} for r in batch})
-                fault_point("after-mark")
-                step.marked = [r.node_id for r in batch]
-        except Exception as exc:  # every failure is reported, none is swallowed silently
-            step.failure = classify(exc)
-        return step
-
-    @contextlib.contextmanager
-    def _reported(self, session_id: str, tip: str | None, step: StepResult) -> Iterator[None]:
-        """Inside the workspace lock: any exception of the step becomes ``step.failure``, and
-        the branch's blocked record follows the outcome (a non-retryable failure is kept for
-        ``memory status`` and ``verify``; a success clears it)."""
-        try:
-            yield
-        except Exception as exc:  # every failure is reported, none is swallowed silently
-            step.failure = classify(exc)
-        at = _dt.datetime.fromtimestamp(self.clock(), _dt.timezone.utc).isoformat(
-            timespec="seconds")
-        try:
-            self.blocked.note(session_id, tip, step.failure, step.batch_ids, step.marked, at)
-        except OSError:
-            pass  # a report that cannot be saved never turns a write into a failure
-
-    def _line_of(self, session_id: str, batch: Sequence[Record],
-                 tip: str | None) -> tuple[frozenset[str], bool]:
-        """The source ids of the turns before ``batch`` on its branch (what a later turn may
-        correct), and whether that branch is off the session's head (its values are then
-        alternatives, not corrections of the head's)."""
-        in_batch = {r.node_id for r in batch}
-        line = frozenset(f"{PROVIDER}/{session_id}/{m['id']}"
-                         for m in self.store.get_branch(session_id, batch[-1].node_id)
-                         if isinstance(m.get("id"), str) and m["id"] not in in_batch)
-        return line, tip is not None and tip != self.store.head(session_id)
-
-    def _would_strand(self, session_id: str,
-                      batch: Sequence[Record]) -> tuple[list[str], str]:
-        """The unmarked turn right before the batch on its branch, if any (caller holds the
-        lock), and the text the branch opened with (a subject for untitled sessions).
-
-        A batch is taken before the workspace lock; by the time the lock is held another
-        process may have taken marks back (``memory verify --repair`` takes back every mark
-        from a gap onward). Marking the batch then would put a mark after an unmarked turn: a
-        gap that strands that turn for good. The turn just before the batch tells: a repair
-        unmarks it too, and a pending batch always starts right after a marked turn. Only that
-        one turn is read (the walk stops there), and a gap deeper in the branch — which
-        verify reports — does not hold every later write back.
-        """
-        in_batch = {r.node_id for r in batch}
-        before: list[dict[str, Any]] = []
-
-        def stop(message: dict[str, Any]) -> bool:
-            if message.get("id") not in in_batch and is_record(message):
-                before.append(message)
-                return True
-            return False
-
-        _, root = self.store.branch_tail(session_id, batch[-1].node_id, stop=stop)
-        opening = redact(message_text(root.get("content"))) if root else ""
-        if before and before[0].get(MARK_KEY) != self.workspace_id:
-            return [str(before[0]["id"])], opening
-        return [], opening
+        return write_step.write_batch(self, session_id, batch, tip, own_blocks)
 
     # -- recording a turn ----------------------------------------------------------------
 
@@ -343,23 +219,7 @@ class Memory:
     def write_turn(self, session_id: str) -> SessionResult:
         """Per-turn path: the head branch only, when its pending turns reach the threshold or
         its newest pending turn is older than the idle allowance."""
-        out = SessionResult(session_id)
-        self.migrate_if_needed()
-        pending = self.pending(session_id)
-        if not pending:
-            return out
-        batch = first_batch(pending, self.settings.trigger_tokens)
-        newest = max((t for t in (_epoch(r.timestamp) for r in batch) if t is not None),
-                     default=None)
-        idle = newest is not None and self.clock() - newest >= \
-            self.settings.idle_allowance_seconds
-        if total_tokens(batch) < self.settings.trigger_tokens and not idle:
-            out.note = "below the threshold"
-            return out
-        step = self.write_batch(session_id, batch, self.store.head(session_id))
-        out.steps.append(step)
-        out.failure = step.failure
-        return out
+        return write_paths.write_turn(self, session_id)
 
     def write_session(self, session_id: str) -> SessionResult:
         """Session-boundary path (forced): the head branch whatever it holds, then every other
@@ -367,12 +227,7 @@ class Memory:
         a line somebody went down or a sub-agent's branch, whatever it holds; a retried reply
         only once it reaches the threshold). Shared prefixes are written once, because each
         walk stops at the marks the earlier branches left."""
-        out = SessionResult(session_id)
-        self.migrate_if_needed()
-        for index, tip in enumerate(self.live_tips(session_id)):
-            if not self._write_tip(out, session_id, tip, force=index == 0):
-                break
-        return out
+        return write_paths.write_session(self, session_id)
 
     def branch_qualifies(self, session_id: str, tip: str | None) -> bool:
         """Whether the branch ending at ``tip`` is due off the head under the
@@ -384,28 +239,7 @@ class Memory:
     def write_branch(self, session_id: str, tip: str) -> SessionResult:
         """Write the branch ending at ``tip`` if it qualifies: for a branch the head just left
         (the watcher is told of the move and need not wait for the session to go quiet)."""
-        out = SessionResult(session_id)
-        self.migrate_if_needed()
-        self._write_tip(out, session_id, tip, force=False)
-        return out
-
-    def _write_tip(self, out: SessionResult, session_id: str, tip: str | None, *,
-                   force: bool) -> bool:
-        """Write the branch ending at ``tip`` batch by batch (whatever it holds when
-        ``force``, else while it qualifies); False after a failure, which ``out`` records."""
-        while True:
-            pending = self.pending(session_id, tip)
-            if not pending:
-                return True
-            if not force and not self.side_branch_due(session_id, tip, pending)[0]:
-                return True
-            own = [b for done in out.steps for b in done.created_blocks]
-            step = self.write_batch(session_id, first_batch(
-                pending, self.settings.trigger_tokens), tip, own)
-            out.steps.append(step)
-            if step.failure:
-                out.failure = step.failure
-                return False
+        return write_paths.write_branch(self, session_id, tip)
 
     def write(self, session_ids: Iterable[str] | None = None, *, force: bool = False,
               progress: Callable[[str], None] | None = None) -> list[SessionResult]:
@@ -426,23 +260,7 @@ class Memory:
             for sid in ids:  # refuse a name nobody has before writing anything
                 if not self.store.exists(sid):
                     raise SessionNotFound(f"unknown session {sid!r}")
-        return self._write_each(ids, force, progress)
-
-    def _write_each(self, ids: list[str], force: bool,
-                    progress: Callable[[str], None] | None) -> Iterator[SessionResult]:
-        for sid in ids:
-            try:
-                result = self.write_session(sid) if force else self.write_turn(sid)
-            except ScriptoriumError as exc:
-                result = SessionResult(sid, failure=classify(exc))
-            try:
-                result.pending = self.still_pending(sid, boundary=force,
-                                                    failure=result.failure)
-            except ScriptoriumError:
-                result.pending = None  # the failure above already says why
-            if progress:
-                progress(sid)
-            yield result
+        return write_paths.write_each(self, ids, force, progress)
 
     # -- importers ------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ from ...sqlitefile import remove_files
 from ..fingerprints import Fingerprint, fingerprint, is_racy, sha256
 from ..walk import markdown_files, sources_signature
 from ..sources import SourceArchive
-from ..directory import read_generation
+from ..runtime_state import read_generation
 from ..topics import TopicDoc
 from .documents import TOP, Document, file_documents, kind_of, logical_path
 from . import segments

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from ..walk import markdown_files, sources_signature
-from ..directory import read_generation
+from ..runtime_state import read_generation
 from ..sources import Frame
 from .documents import TOP, Document, file_documents as _file_documents, kind_of, speaker_keys
 from .resolve import Resolver

@@ -13,7 +13,7 @@ from ..records import Record
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..catalog import TopicCatalog
-    from ..directory import TransactionResult
+    from ..tx_result import TransactionResult
     from ..workspace import Workspace
 
 
