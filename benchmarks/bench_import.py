@@ -235,6 +235,8 @@ def main() -> None:
         if not args.peak_only:
             folder(tmp, args)
         peak(tmp, [float(x) for x in args.peak_mb.split(",")])
+        load = os.getloadavg()
+        print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
