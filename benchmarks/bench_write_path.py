@@ -4,7 +4,8 @@
    ours (walk back from the tip to the last mark) vs (a) an external set-of-ids ledger
    (load the set, walk the whole branch, keep what the set lacks) and (b) re-reading the
    evidence archive to find turns it does not hold.
-2. The per-turn call below the threshold (no model, no archive).
+2. The per-turn call below the threshold (no model, no archive), beside the append of one
+   message (no git commit) that such a call follows, in the same store.
 3. Turns written per second by the embedded writer (archive, transaction, search index, mark).
 
 Run:  python benchmarks/bench_write_path.py [--quick]
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -97,7 +99,7 @@ def pending_figures(n: int, rounds: int) -> dict[str, float]:
                 "archive": timed(with_archive, max(3, rounds // 3))}
 
 
-def per_turn_below_threshold(rounds: int) -> float:
+def per_turn_below_threshold(rounds: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         mem = Memory(root, settings=load_settings(root, {"trigger_tokens": 1_000_000}))
@@ -114,7 +116,13 @@ def per_turn_below_threshold(rounds: int) -> float:
             result = mem.write_turn("s")
             assert not result.steps  # below the threshold: nothing written
 
-        return timed(call, rounds)
+        mem.store.create_session("a")
+
+        def append():
+            mem.store.append_message("a", {"role": "user", "content": "one more turn"},
+                                     commit=False)
+
+        return timed(call, rounds), timed(append, rounds)
 
 
 def writer_throughput(turns: int, batch_tokens: int) -> tuple[float, int]:
@@ -141,7 +149,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rounds and turns")
     args = parser.parse_args()
     rounds = 5 if args.quick else 15
-    print(f"python {sys.version.split()[0]}; medians of {rounds} rounds\n")
+    print(f"python {sys.version.split()[0]}; medians of {rounds} rounds; "
+          f"load average at start: {load()}\n")
     print("1. pending work, 10-turn backlog (ms)")
     print(f"{'turns':>8} {'ours':>9} {'ledger':>9} {'archive':>9} {'ledger/ours':>12} "
           f"{'archive/ours':>13}")
@@ -150,14 +159,21 @@ def main() -> None:
         print(f"{n:>8} {f['ours']:>9.2f} {f['ledger']:>9.2f} {f['archive']:>9.2f} "
               f"{f['ledger'] / f['ours']:>11.1f}x {f['archive'] / f['ours']:>12.1f}x")
     print("\n2. per-turn call below the threshold (no model, no archive)")
-    print(f"   write_turn on a written 200-turn session + 1 new turn: "
-          f"{per_turn_below_threshold(rounds):.2f} ms")
+    call, append = per_turn_below_threshold(rounds)
+    print(f"   write_turn on a written 200-turn session + 1 new turn: {call:.2f} ms; "
+          f"baseline, appending one message (no commit): {append:.2f} ms "
+          f"(call / append {call / append:.2f}x)")
     turns = 400 if args.quick else 2000
     print("\n3. embedded writer throughput (archive + transaction + search index + mark)")
     for batch in (2_000, 16_000):
         rate, batches = writer_throughput(turns, batch)
         print(f"   {turns} turns, trigger_tokens={batch}: {rate:.0f} turns/s "
               f"({batches} batches)")
+    print(f"\nload average at end: {load()}")
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":
