@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from scriptorium.memory.records import MARK_KEY, records
 from scriptorium.memory.sources import SourceArchive, SourceRecord, parse_v2
 from scriptorium.memory.writing import Memory
 from scriptorium.sessions import SessionStore
+from workspaces import load
 
 WS = "w-0bec0000"
 
@@ -170,10 +170,6 @@ def main() -> None:
         print(f"   {turns} turns, trigger_tokens={batch}: {rate:.0f} turns/s "
               f"({batches} batches)")
     print(f"\nload average at end: {load()}")
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":
