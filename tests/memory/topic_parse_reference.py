@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 
 from scriptorium.memory.topics import (
-    _CITATION_RE, _DEF_RE, _DEF_START_RE, _HEADING_RE, _LEGACY_DEF_RE, _LINK_RE, BLOCK_ID_RE,
-    FOOTNOTE_ID_RE, Block, Claim, Evidence, Heading, Item, Raw, TopicDoc, _classify, _Parser,
-    _link_target, valid_when,
+    BLOCK_ID_RE, FOOTNOTE_ID_RE, Block, Claim, Evidence, Heading, Item, Raw, TopicDoc, valid_when,
 )
+from scriptorium.memory.topics import CITATION_RE as _CITATION_RE, DEF_START_RE as _DEF_START_RE
+from scriptorium.memory.topics import HEADING_RE as _HEADING_RE, Parser as _Parser
+from scriptorium.memory.topics import classify as _classify
+from scriptorium.memory.topic_syntax import DEF_RE as _DEF_RE, LEGACY_DEF_RE as _LEGACY_DEF_RE
+from scriptorium.memory.topic_syntax import LINK_RE as _LINK_RE, link_target as _link_target
 
 _WS_BEFORE_CITATION_RE = re.compile(r"\s+(?=\[\^)")
 

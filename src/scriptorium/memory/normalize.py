@@ -17,10 +17,9 @@ from collections.abc import KeysView, Set
 from typing import Callable, Iterable, Protocol
 
 from .topics import (
-    FOOTNOTE_ID_RE, Block, Evidence, Heading, Item, TopicDoc, is_local_label, parse_topic,
-    render_block, render_topic,
+    CITATION_RE, FOOTNOTE_ID_RE, Block, Evidence, Heading, Item, TopicDoc, collapse,
+    is_local_label, parse_topic, render_block, render_topic,
 )
-from .topics import _CITATION_RE, _collapse
 
 __all__ = ["normalize_topic", "normalize_items", "prune_sections", "Outside", "NotLocal",
            "Resolve", "LinkFor"]
@@ -160,11 +159,11 @@ def normalize_items(items: list[Item], path: str, *, committed: Set[str] | KeysV
         taken.update(kept)
     for bi, (_, block) in enumerate(blocks):
         if not block.id and block.citations and not block.legacy:
-            stable = _CITATION_RE.sub(lambda m: "[^" + evidence_key(bi, m.group(1)) + "]",
+            stable = CITATION_RE.sub(lambda m: "[^" + evidence_key(bi, m.group(1)) + "]",
                                       block.text)
             k = 0
             while True:
-                bid = _sha(f"block|{path}|{_collapse(stable)}|{k}")[:8]
+                bid = _sha(f"block|{path}|{collapse(stable)}|{k}")[:8]
                 if bid not in taken and bid not in committed:
                     break
                 k += 1
@@ -179,7 +178,7 @@ def normalize_items(items: list[Item], path: str, *, committed: Set[str] | KeysV
                 return f"[^{new_fid[id(ev)]}]"
             return m.group(0)
 
-        block.text = _CITATION_RE.sub(relabel, block.text)
+        block.text = CITATION_RE.sub(relabel, block.text)
 
     # 5: canonical definitions.
     for _, ev in defs:
@@ -193,7 +192,7 @@ def normalize_items(items: list[Item], path: str, *, committed: Set[str] | KeysV
                     source.target = link
 
     # 6: prune definitions nobody cites (sections: prune_sections).
-    cited = {m.group(1) for _, b in blocks for m in _CITATION_RE.finditer(b.text)}
+    cited = {m.group(1) for _, b in blocks for m in CITATION_RE.finditer(b.text)}
     kept_items: list[Item] = []
     for item in items:
         if isinstance(item, Evidence) and item.fid not in cited \

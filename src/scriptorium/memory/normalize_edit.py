@@ -25,8 +25,10 @@ from difflib import SequenceMatcher
 from typing import Callable, Iterator
 
 from .normalize import LinkFor, NotLocal, Resolve, normalize_items, prune_sections
-from .topics import Block, Evidence, Heading, Item, parse_topic, render_item
-from .topics import _CITATION_RE, _DEF_START_RE, _Parser, _classify
+from .topics import (
+    CITATION_RE, DEF_START_RE, Block, Evidence, Heading, Item, Parser, classify, parse_topic,
+    render_item,
+)
 
 __all__ = ["normalize_edit"]
 
@@ -35,11 +37,11 @@ _UNSPLICEABLE = ("```", "~~~", "<!--", "\r")
 
 
 def _is_def_group(group: str) -> bool:
-    return group.startswith("[^") and _DEF_START_RE.match(group) is not None
+    return group.startswith("[^") and DEF_START_RE.match(group) is not None
 
 
 def _is_paragraph(group: str) -> bool:
-    return _classify(group.split("\n", 1)[0]) == "text"
+    return classify(group.split("\n", 1)[0]) == "text"
 
 
 def _units(text: str) -> tuple[list[str], list[int]]:
@@ -100,7 +102,7 @@ class _Rest:
             if at is not None:
                 end = self.text.find("\n", at)
                 line = self.text[at:end if end >= 0 else len(self.text)]
-                found = _Parser(self.path).definition(line.strip(), 0)
+                found = Parser(self.path).definition(line.strip(), 0)
             self._defs[fid] = found
         return self._defs[fid]
 
@@ -162,7 +164,7 @@ def normalize_edit(committed: str, staged: str, path: str, *,
     except NotLocal:
         return None
     cited = {m.group(1) for x in kept if isinstance(x, Block)
-             for m in _CITATION_RE.finditer(x.text)}
+             for m in CITATION_RE.finditer(x.text)}
     for fid in gone_fids - cited:
         if rest.defines(fid) and not rest.cites(fid):
             return None  # its definition outside loses its last citation: pruned

@@ -8,269 +8,40 @@ run are aliases kept after merges). A definition is one line::
     [^e-1175dea39c]: Time: `2026-08-01`; Sources: [budget](../../sources/openprogram/_v2/s.md#source-…)
 
 This module is pure (no filesystem, no archive): it parses strictly (every rule of the memory
-reference §2.4 is an error naming ``path:line``) and renders canonically. Normalising a
-writer's staged edits (writers never write ids; the runtime gives them) builds on it:
+reference §2.4 is an error naming ``path:line``) and renders canonically; the items it parses
+into and the line syntax are scriptorium.memory.topic_syntax. Normalising a writer's staged
+edits (writers never write ids; the runtime gives them) builds on it:
 scriptorium.memory.normalize.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import posixpath
 import re
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Iterable, Union
-from urllib.parse import unquote
+from typing import Iterable
 
-from ..errors import InvalidInput, ReasonCode
 from .claims import SUPERSEDED_MARK  # how a claim says a later one replaced it
+from .topic_syntax import (
+    BARE_HANDLE_LABEL, BLOCK_ID_RE, CITATION_RE, DEF_RE, DEF_START_RE, FOOTNOTE_ID_RE,
+    HEADING_RE, LEGACY_DEF_RE, LINK_RE, SOURCE_RE, SOURCE_SEP_RE, SPECIAL_FIRST, Block, Claim,
+    Evidence, Heading, Item, Raw, SourceLink, TopicDoc, TopicFormatError, bare_handles,
+    classify, collapse, is_local_label, link_target, split_ids, strip_before_citations,
+    valid_when,
+)
 
 __all__ = [
-    "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "TopicDoc",
-    "parse_topic", "parse_topic_bytes", "render_topic", "render_block", "render_evidence",
-    "render_item",
-    "validate_tree", "repoint_block_links", "is_local_label", "valid_when",
-    "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "SUPERSEDED_MARK", "CITATION_RE", "HEADING_RE",
+    "TopicFormatError", "SourceLink", "Evidence", "Claim", "Block", "Heading", "Raw", "Item",
+    "TopicDoc", "Parser", "parse_topic", "parse_topic_bytes", "render_topic", "render_block",
+    "render_evidence", "render_item", "validate_tree", "repoint_block_links", "is_local_label",
+    "valid_when", "classify", "collapse", "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "SUPERSEDED_MARK",
+    "CITATION_RE", "HEADING_RE", "DEF_START_RE",
 ]
-
-BLOCK_ID_RE = re.compile(r"[A-Za-z0-9-]+")
-FOOTNOTE_ID_RE = re.compile(r"[A-Za-z0-9_-]+")
-# Labels a writer uses for evidence it adds; the runtime replaces them with ``e-<10 hex>``.
-_LOCAL_LABEL_RE = re.compile(r"e\d+|new-evidence-[A-Za-z0-9_-]*|\d+")
-
-_CITATION_RE = re.compile(r"\[\^([^\[\]\n]*)\]")
-_HEADING_RE = re.compile(r"(#{1,6})(?:\s+(.*))?")
-_DEF_START_RE = re.compile(r"\[\^[^\]\n]*\]:")
-# The line syntax a one-pass reader of topic files shares with the parser (the embedded
-# writer's scan of the topic it extends, memory/writers/topic_scan.py).
-CITATION_RE, HEADING_RE = _CITATION_RE, _HEADING_RE
-_DEF_RE = re.compile(
-    r"\[\^(?P<fid>[^\]\n]*)\]:\s*Time:\s*(?P<when>`[^`]*`|[^;`]*?)\s*;\s*Sources:\s*(?P<src>.*)")
-_LEGACY_DEF_RE = re.compile(
-    r"\[\^(?P<fid>[^\]\n]*)\]:\s*(?P<when>`[^`]*`|[^\s·]+)\s*·\s*Sources:\s*(?P<src>.*)")
-_SOURCE_RE = re.compile(r"\[(.*?)\]\((.*?)\)(?=\s*,\s*\[|\s*$)")
-_SOURCE_SEP_RE = re.compile(r"\s*,\s*")
-_WHEN_RE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?")
-_LINK_RE = re.compile(r"\[([^\[\]\n]*)\]\(([^()\s]*)\)")
-_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-_ID_TAIL_RE = re.compile(r"[^\s\[\]\^]+")  # what may follow the last "^" of an id
-
-
-class TopicFormatError(InvalidInput):
-    """A topic file breaks the format; the message is ``path:line: what``."""
-
-    code = ReasonCode.INVALID_TOPIC_FORMAT
-
-    def __init__(self, path: str, line: int, what: str):
-        super().__init__(f"{path}:{line}: {what}")
-        self.path = path
-        self.line = line
-        self.what = what
-
-
-@dataclass
-class SourceLink:
-    """One ``[label](target)`` of a definition; target is a link into sources/ or a handle."""
-
-    label: str
-    target: str
-
-
-@dataclass
-class Evidence:
-    """A footnote definition: when the cited thing was observed, and where it is archived."""
-
-    fid: str
-    when: str
-    sources: list[SourceLink]
-    line: int = 0
-
-
-@dataclass
-class Claim:
-    """The text since the previous citation group, with the footnotes that back it."""
-
-    text: str
-    citations: list[str]
-
-
-@dataclass
-class Heading:
-    level: int
-    text: str
-    line: int = 0
-
-
-@dataclass
-class Raw:
-    """Lines kept verbatim: HTML comments, ``<a`` lines, fenced code (and, when parsing
-    leniently, lines that are broken)."""
-
-    lines: list[str]
-    line: int = 0
-
-
-@dataclass
-class Block:
-    """One paragraph of memory. ``id`` is its identity ("" only for legacy ``mem_`` blocks),
-    ``aliases`` are ids it absorbed in merges and must keep answering to."""
-
-    id: str
-    aliases: list[str]
-    claims: list[Claim]
-    headings: list[str]
-    line: int
-    text: str
-    links: list[tuple[str, str]] = field(default_factory=list)  # (topic path, block id)
-
-    @property
-    def citations(self) -> list[str]:
-        """Every footnote id cited, in order (a footnote cited twice appears twice)."""
-        return [fid for claim in self.claims for fid in claim.citations]
-
-    @property
-    def ids(self) -> list[str]:
-        return [*self.aliases, self.id] if self.id else list(self.aliases)
-
-    @property
-    def legacy(self) -> bool:
-        cites = self.citations
-        return bool(cites) and all(fid.startswith("mem_") for fid in cites)
-
-
-Item = Union[Heading, Block, Evidence, Raw]
-
-
-@dataclass
-class TopicDoc:
-    """One parsed topic file. ``items`` keeps file order for rendering; ``problems`` lists
-    every rule broken (a strict parse raises the first instead)."""
-
-    path: str
-    blocks: list[Block]
-    evidence: dict[str, Evidence]
-    items: list[Item] = field(default_factory=list)
-    problems: list[TopicFormatError] = field(default_factory=list)
-
-    def block(self, block_id: str) -> Block | None:
-        for block in self.blocks:
-            if block_id in block.ids:
-                return block
-        return None
-
-
-# -- small helpers ---------------------------------------------------------------------------
-
-
-def is_local_label(fid: str) -> bool:
-    """True for a writer's provisional evidence label (``e1``, ``new-evidence-x``, ``1``)."""
-    return _LOCAL_LABEL_RE.fullmatch(fid) is not None
-
-
-@lru_cache(maxsize=4096)  # a file repeats a few dates many times
-def valid_when(when: str) -> bool:
-    """``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` naming a real date, or ``undated``."""
-    if when == "undated":
-        return True
-    m = _WHEN_RE.fullmatch(when)
-    if not m:
-        return False
-    try:
-        _dt.date(int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
-    except ValueError:
-        return False
-    return True
-
-
-BARE_HANDLE_LABEL = "source"
-_BARE_HANDLE_RE = re.compile(r"[^\s\[\]()`,]+/[^\s\[\]()`,]+/[^\s\[\]()`,]+|D\d+:\d+")
-
-
-def _bare_handles(text: str) -> list[str] | None:
-    """The handles of a Sources list written as bare source ids (``openprogram/s/n, …``), or
-    None when the list is anything else."""
-    if "[" in text:  # no handle holds one: a list of links (the usual case)
-        return None
-    parts = [part.strip() for part in _SOURCE_SEP_RE.split(text.strip())] if text.strip() else []
-    if parts and all(_BARE_HANDLE_RE.fullmatch(part) for part in parts):
-        return parts
-    return None
-
-
-# The first characters of the lines that are not plain paragraph text (see ``_classify``).
-_SPECIAL_FIRST = frozenset("`~#[<")
-
-
-def _classify(stripped: str) -> str:
-    if not stripped:
-        return "blank"
-    if stripped.startswith("```") or stripped.startswith("~~~"):
-        return "fence"
-    if stripped.startswith("#") and _HEADING_RE.fullmatch(stripped):
-        return "heading"
-    if stripped.startswith("[^") and _DEF_START_RE.match(stripped):
-        return "def"
-    if stripped.startswith("<!--") or stripped.startswith("<a "):
-        return "comment"
-    return "text"
-
-
-def _split_ids(body: str) -> tuple[str, list[str]]:
-    """Split the trailing `` ^a ^b`` run off a paragraph body."""
-    rest = body.rstrip()
-    ids: list[str] = []
-    while True:
-        caret = rest.rfind("^")
-        if caret < 0:
-            break
-        token = rest[caret + 1:]
-        if token and not _ID_TAIL_RE.fullmatch(token):
-            break  # whitespace or a bracket after the last "^": no id ends the text
-        before = rest[:caret]
-        if before and not (before[-1].isspace() or before[-1] == "]"):
-            break  # "x^2": part of the text, not an id
-        ids.insert(0, token)
-        rest = before.rstrip()
-    return rest, ids
-
-
-def _strip_before_citations(body: str) -> str:
-    """Remove the whitespace before each ``[^`` (``\\s+(?=\\[\\^)``, without a regex that
-    tries every space of the paragraph)."""
-    if "[^" not in body:
-        return body
-    parts = body.split("[^")
-    last = parts.pop()
-    return "[^".join([part.rstrip() for part in parts] + [last])
-
-
-def _collapse(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _link_target(doc_path: str, target: str) -> tuple[bool, str, str] | None:
-    """Classify a Markdown link target. None: not a link to a topic. Else (is_block_link,
-    topic path, fragment)."""
-    if not target or _SCHEME_RE.match(target) or target.startswith("/"):
-        return None
-    path_part, _, fragment = target.partition("#")
-    if not path_part:
-        if fragment.startswith("^"):
-            return True, doc_path, fragment
-        return None  # a heading anchor in this file
-    if not path_part.lower().endswith(".md"):
-        return None
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(doc_path), unquote(path_part)))
-    if resolved == ".." or resolved.startswith("../") or resolved.startswith("sources/"):
-        return None
-    return fragment.startswith("^"), resolved, fragment
 
 
 # -- parsing ---------------------------------------------------------------------------------
 
 
-class _Parser:
+class Parser:
     def __init__(self, path: str):
         self.path = path
         self.problems: list[TopicFormatError] = []
@@ -280,15 +51,15 @@ class _Parser:
         self.problems.append(TopicFormatError(self.path, line, what))
 
     def definition(self, stripped: str, line: int) -> Evidence | None:
-        m = _DEF_RE.fullmatch(stripped) or _LEGACY_DEF_RE.fullmatch(stripped)
+        m = DEF_RE.fullmatch(stripped) or LEGACY_DEF_RE.fullmatch(stripped)
         if not m:
-            start = _DEF_START_RE.match(stripped)
+            start = DEF_START_RE.match(stripped)
             if start:
                 self.broken_fids.add(start.group(0)[2:-2])
             self.problem(line, "malformed footnote definition (expected "
                                "'[^id]: Time: `YYYY-MM-DD`; Sources: [label](target)')")
             return None
-        fid = m.group("fid")  # the same id _DEF_START_RE reads: both stop at the first "]"
+        fid = m.group("fid")  # the same id DEF_START_RE reads: both stop at the first "]"
         when = m.group("when").strip("`").strip()
         sources = self.sources(m.group("src"), line)
         if sources is None:
@@ -306,7 +77,7 @@ class _Parser:
         out: list[SourceLink] = []
         pos = 0
         text = text.rstrip()
-        bare = _bare_handles(text)
+        bare = bare_handles(text)
         if bare is not None:
             # A model's shorthand the reference's normaliser turns into links: strict parsing
             # names it, the normaliser (lenient) renders each handle as a labelled link.
@@ -314,7 +85,7 @@ class _Parser:
                                f"'[label]({bare[0]})'; the normaliser links it)")
             return [SourceLink(BARE_HANDLE_LABEL, handle) for handle in bare]
         while True:
-            m = _SOURCE_RE.match(text, pos)
+            m = SOURCE_RE.match(text, pos)
             if not m:
                 self.problem(line, "malformed Sources list (expected "
                                    "'[label](target)' separated by ', ')")
@@ -328,11 +99,11 @@ class _Parser:
             pos = m.end()
             if pos >= len(text):
                 return out
-            sep = _SOURCE_SEP_RE.match(text, pos)
+            sep = SOURCE_SEP_RE.match(text, pos)
             pos = sep.end() if sep else pos
 
     def block(self, lines: list[str], line: int, headings: list[str]) -> Block:
-        text, ids = _split_ids(_strip_before_citations("\n".join([part.strip()
+        text, ids = split_ids(strip_before_citations("\n".join([part.strip()
                                                                    for part in lines])))
         good_ids: list[str] = []
         for token in ids:
@@ -346,7 +117,7 @@ class _Parser:
         citations: list[str] = []
         pos = 0
         last_end = -1
-        for m in _CITATION_RE.finditer(text):
+        for m in CITATION_RE.finditer(text):
             fid = m.group(1)
             start = m.start()
             citations.append(fid)
@@ -384,8 +155,8 @@ class _Parser:
         return block
 
     def links(self, block: Block, line: int) -> None:
-        for m in _LINK_RE.finditer(block.text):
-            kind = _link_target(self.path, m.group(2))
+        for m in LINK_RE.finditer(block.text):
+            kind = link_target(self.path, m.group(2))
             if kind is None:
                 continue
             is_block, target_path, fragment = kind
@@ -414,12 +185,12 @@ class _Parser:
             stripped = raw.strip()
             # most lines are paragraph text or definitions: decide those without a call
             first = stripped[:1]
-            if first and first not in _SPECIAL_FIRST:
+            if first and first not in SPECIAL_FIRST:
                 kind = "text"
             elif first == "[" and stripped.startswith("[^"):
-                kind = "def" if _DEF_START_RE.match(stripped) else "text"
+                kind = "def" if DEF_START_RE.match(stripped) else "text"
             else:
-                kind = _classify(stripped)
+                kind = classify(stripped)
             lineno = i + 1
             if kind == "text":
                 if not para:
@@ -437,7 +208,7 @@ class _Parser:
                 items.append(evidence if evidence is not None else Raw([raw], lineno))
                 i += 1
             elif kind == "heading":
-                m = _HEADING_RE.fullmatch(stripped)
+                m = HEADING_RE.fullmatch(stripped)
                 assert m is not None
                 level, title = len(m.group(1)), (m.group(2) or "").strip()
                 while stack and stack[-1][0] >= level:
@@ -504,7 +275,7 @@ def parse_topic(text: str, path: str, *, strict: bool = True) -> TopicDoc:
     Strict: the first broken rule raises :class:`TopicFormatError` (``path:line: what``).
     Lenient: never raises; every broken rule is listed in ``doc.problems``.
     """
-    doc = _Parser(path).parse(text)
+    doc = Parser(path).parse(text)
     if strict and doc.problems:
         raise doc.problems[0]
     return doc
@@ -600,7 +371,7 @@ def repoint_block_links(text: str, path: str, where: dict[str, str]) -> str:
     block id (and alias) -> the topic path that holds it now. Other text is untouched."""
 
     def fix(m: re.Match[str]) -> str:
-        kind = _link_target(path, m.group(2))
+        kind = link_target(path, m.group(2))
         if kind is None or not kind[0]:
             return m.group(0)
         _, target_path, fragment = kind
@@ -613,4 +384,4 @@ def repoint_block_links(text: str, path: str, where: dict[str, str]) -> str:
             rel = posixpath.relpath(holder, posixpath.dirname(path) or ".")
         return f"[{m.group(1)}]({rel}#{fragment})"
 
-    return _LINK_RE.sub(fix, text)
+    return LINK_RE.sub(fix, text)
