@@ -8,6 +8,7 @@ import os
 import posixpath
 import re
 import stat
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -59,7 +60,12 @@ def archive_rel(topic_path: str, target: str) -> str | None:
     link, sep, _ = target.partition("#")
     if not sep or not link.endswith(".md"):
         return None
-    rel = posixpath.normpath(posixpath.join(posixpath.dirname(topic_path), link))
+    return _linked(posixpath.dirname(topic_path), link)
+
+
+@lru_cache(maxsize=512)  # a topic's hundreds of footnotes link a few dozen archive files
+def _linked(folder: str, link: str) -> str | None:
+    rel = posixpath.normpath(posixpath.join(folder, link))
     return rel if rel.startswith("sources/") and ".." not in rel.split("/") else None
 
 

@@ -116,8 +116,13 @@ class CommitPlan:
         known: dict[str, dict[str, str]] = {}  # topic path -> its committed resolutions
         committed_paths = catalog.paths_citing
 
+        folders: dict[str, str] = {}
+
         def resolve_plain(path: str, target: str) -> str | None:
-            key = (posixpath.dirname(path), target)
+            folder = folders.get(path)
+            if folder is None:
+                folder = folders[path] = posixpath.dirname(path)
+            key = (folder, target)
             if key not in plain:
                 if path not in known:
                     known[path] = catalog.resolutions(path)

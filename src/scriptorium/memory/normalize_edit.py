@@ -20,8 +20,10 @@ the whole file: what it returns is byte for byte what ``normalize_topic`` return
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import KeysView, Set
 from difflib import SequenceMatcher
+from itertools import accumulate
 from typing import Callable, Iterator
 
 from .normalize import LinkFor, NotLocal, Resolve, normalize_items, prune_sections
@@ -32,6 +34,8 @@ from .topics import (
 
 __all__ = ["normalize_edit"]
 
+# A blank-line group that is a run of definition lines (each line as ``_is_def_group`` reads it)
+_DEF_RUN = re.compile(r"\[\^[^\]\n]*\]:[^\n]*(?:\n\[\^[^\]\n]*\]:[^\n]*)*")
 # Text where a blank line may not end an item (fences, comments) or line ends are not "\n".
 _UNSPLICEABLE = ("```", "~~~", "<!--", "\r")
 
@@ -52,13 +56,11 @@ def _units(text: str) -> tuple[list[str], list[int]]:
     starts: list[int] = []
     pos = 0
     for group in text.split("\n\n"):
-        lines = group.split("\n") if _is_def_group(group) and "\n" in group else None
-        if lines is not None and all(map(_is_def_group, lines)):
-            for line in lines:
-                units.append(line)
-                starts.append(pos)
-                pos += len(line) + 1
-            pos += 1
+        if "\n" in group and _DEF_RUN.fullmatch(group) is not None:
+            lines = group.split("\n")
+            units += lines
+            starts += accumulate((len(line) + 1 for line in lines[:-1]), initial=pos)
+            pos += len(group) + 2
         else:
             units.append(group)
             starts.append(pos)
