@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..catalog import TopicCatalog
 from .embedding import Embedder, EmbeddingUnavailable, load_embedder, rrf_fuse
 from .follow import follow
 from .index import SearchIndex
@@ -63,7 +64,7 @@ def update_index(workspace: Any, result: Any) -> None:
     index = SearchIndex.of(workspace)
     try:
         index.update(getattr(result, "changed_files", ()) or (),
-                     getattr(result, "parsed", None))
+                     getattr(result, "parsed", None), TopicCatalog.of(workspace).resolutions)
     except Exception as exc:  # noqa: BLE001 - a derived view must not break a write
         log.warning("search index update failed (%s: %s); it will be rebuilt",
                     type(exc).__name__, exc)

@@ -147,13 +147,22 @@ def _speaker_keys(*names: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(k.casefold() for k in names if k))
 
 
+# The speaker keys of a trusted claim citing these sources, as its row already holds them
+# (None: not known): what a claim shows of the turns it cites follows from their ids alone,
+# as an archived turn never changes, so a write re-reads only the archive files its new
+# claims cite (issue 12).
+Known = Callable[[tuple[str, ...]], "list[str] | None"]
+
+
 def claim_documents(doc: TopicDoc, resolve: Resolve,
                     trusted: Trusted = lambda _sid: True,
-                    speakers: Speakers = lambda _sid: []) -> tuple[list[Document], int]:
+                    speakers: Speakers = lambda _sid: [],
+                    known: Known | None = None) -> tuple[list[Document], int]:
     """The claims of every identified block of ``doc`` (legacy ``mem_`` blocks too), and how
     many footnote targets did not resolve to an archived source (so the caller can look
     again once more evidence is archived). A claim's speakers are those of the turns it
-    cites, so ``--speaker`` finds what a person said in the notes as well as the archive."""
+    cites, so ``--speaker`` finds what a person said in the notes as well as the archive.
+    ``known``: what rows already indexed say of trusted claims' sources (see :data:`Known`)."""
     out: list[Document] = []
     unresolved = 0
     resolved_cache: dict[str, list[str]] = {}
@@ -197,8 +206,9 @@ def claim_documents(doc: TopicDoc, resolve: Resolve,
                 if covered is not None:
                     ranges.append(covered)
             is_trusted = not dangling and bool(sources)
-            keys: list[str] = []
-            for sid in sources:
+            found = known(tuple(sources)) if known is not None and is_trusted else None
+            keys: list[str] = list(found) if found is not None else []
+            for sid in sources if found is None else ():
                 is_trusted = is_trusted and trusted(sid) is True
                 for key in speakers(sid):
                     if key not in keys:
@@ -247,15 +257,17 @@ def kind_of(rel: str) -> str | None:
 
 
 def file_documents(rel: str, data: bytes, resolve: Resolve, trusted: Trusted,
-                   speakers: Speakers, doc: TopicDoc | None = None) -> tuple[list[Document], int]:
+                   speakers: Speakers, doc: TopicDoc | None = None,
+                   known: Known | None = None) -> tuple[list[Document], int]:
     """The documents of one memory file (either index's): a topic's claims, parsed leniently
     (a hand edit must still be found; footnotes resolved through ``resolve``, ``trusted`` and
     ``speakers``), with how many footnotes did not resolve; a source file's frames. ``doc``:
-    the topic ``data`` already parsed (by the transaction that installed it)."""
+    the topic ``data`` already parsed (by the transaction that installed it); ``known``: see
+    :func:`claim_documents`."""
     if kind_of(rel) == "topic":
         if doc is None:
             doc = parse_topic(data.decode("utf-8", errors="replace"), rel, strict=False)
-        return claim_documents(doc, resolve, trusted, speakers)
+        return claim_documents(doc, resolve, trusted, speakers, known)
     text = read_text(data)
     parts = rel.split("/")
     frames = parse_v2(text, rel).frames if len(parts) == 4 and parts[2] == "_v2" \

@@ -37,7 +37,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ...errors import ConcurrentUpdate, ReasonCode
 from ...sqlitefile import remove_files
@@ -46,7 +46,7 @@ from ..walk import markdown_files, sources_signature
 from ..sources import SourceArchive
 from ..runtime_state import read_generation
 from ..topics import TopicDoc
-from .documents import TOP, Document, file_documents, kind_of, logical_path
+from .documents import TOP, Resolve, file_documents, kind_of, logical_path
 from . import segments
 from .indexfile import INDEX_FILE, SCHEMA_VERSION, open_index
 from .rows import KINDS, Rows, replacer_rows
@@ -60,6 +60,14 @@ log = logging.getLogger(__name__)
 FULL_CHECK_NS = 2_000_000_000
 
 __all__ = ["INDEX_FILE", "SCHEMA_VERSION", "SearchIndex", "SearchIndexUnavailable"]
+
+
+def _resolving(known: Mapping[str, str], resolve: Resolve) -> Resolve:
+    """``resolve``, answering first from ``known`` (target -> source id)."""
+    def answer(path: str, target: str) -> str | None:
+        found = known.get(target)
+        return found if found is not None else resolve(path, target)
+    return answer
 
 
 class SearchIndexUnavailable(ConcurrentUpdate):
@@ -241,14 +249,17 @@ class SearchIndex:
             return done
 
     def update(self, paths: Iterable[str],
-               parsed: Mapping[str, tuple[str, TopicDoc, bytes]] | None = None) -> int:
+               parsed: Mapping[str, tuple[str, TopicDoc, bytes]] | None = None,
+               refs: Callable[[str], Mapping[str, str]] | None = None) -> int:
         """Re-index ``paths`` (workspace-relative, as a transaction reports its changed files)
         and every topic whose citations did not all resolve (its evidence may have been
         archived since). Paths outside ``topics/``/``sources/`` are ignored. In a process
         that queries this index, the periodic full check is done here when it falls due.
         ``parsed``: path -> (sha-256 of the bytes, their parse, the bytes), from the
         transaction that installed them: a file still holding those bytes is neither hashed
-        nor parsed again."""
+        nor parsed again. ``refs``: topic path -> what its footnote targets resolve to, as the
+        transaction's catalog knows it (``TopicCatalog.resolutions``): those of a file given
+        in ``parsed`` are not asked of the archive again."""
         with self._lock:
             conn = self.connection()
             self._sync_rows(conn)
@@ -269,7 +280,7 @@ class SearchIndex:
                     todo.append(rel)
                 elif rel in self._files:
                     gone.append(rel)
-            done = self._apply(conn, todo, gone, [], force=True, parsed=parsed) \
+            done = self._apply(conn, todo, gone, [], force=True, parsed=parsed, refs=refs) \
                 if todo or gone else 0
             self._sources_seen = signature
             generation = _generation(self.runtime_dir)
@@ -325,9 +336,12 @@ class SearchIndex:
 
     def _apply(self, conn: sqlite3.Connection, todo: list[str], gone: list[str],
                settled: list[str], *, force: bool = False,
-               parsed: Mapping[str, tuple[str, TopicDoc, bytes]] | None = None) -> int:
+               parsed: Mapping[str, tuple[str, TopicDoc, bytes]] | None = None,
+               refs: Callable[[str], Mapping[str, str]] | None = None) -> int:
         """Re-index ``todo``, forget ``gone``, and trust ``settled`` fingerprints, in one
-        write transaction (another process doing the same waits, then finds little to do)."""
+        write transaction (another process doing the same waits, then finds little to do).
+        A file a transaction installed (``parsed``, ``refs``: see :meth:`update`) keeps what
+        its rows say of the turns its unchanged claims cite (documents.Known)."""
         reindexed = 0
         resolver = Resolver(self.sources)
         conn.execute("BEGIN IMMEDIATE")
@@ -359,8 +373,16 @@ class SearchIndex:
                     conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
                                  "checked_ns=? WHERE path=?", (*fp, now, rel))
                     continue
-                docs, unresolved = self._documents(
-                    rel, data, resolver, given[1] if given is not None else None)
+                file = int(conn.execute("SELECT id FROM files WHERE path=?", (rel,))
+                           .fetchone()[0]) if row is not None else 0
+                old = rows.old(file) if row is not None else {}
+                known, resolve = None, resolver.resolve
+                if given is not None and old and refs is not None and kind_of(rel) == "topic":
+                    known = Rows.speakers_by_sources(old).get
+                    resolve = _resolving(refs(rel), resolver.resolve)
+                docs, unresolved = file_documents(
+                    rel, data, resolve, resolver.trusted, resolver.speakers,
+                    given[1] if given is not None else None, known)
                 values = (kind_of(rel), *fp, sha, now, unresolved)
                 if row is None:
                     logical = logical_path(rel)
@@ -372,9 +394,7 @@ class SearchIndex:
                     conn.execute("UPDATE files SET kind=?, mtime_ns=?, ctime_ns=?, size=?, "
                                  "ino=?, sha=?, checked_ns=?, unresolved=? WHERE path=?",
                                  (*values, rel))
-                    file = int(conn.execute("SELECT id FROM files WHERE path=?",
-                                            (rel,)).fetchone()[0])
-                rows.replace(file, docs, known=row is not None)
+                rows.replace(file, docs, known=row is not None, old=old)
                 reindexed += 1
             held = rows.flush(hold=segments.TAIL_DOCUMENTS if building else 0)
             built = segments.finish_writes(conn, building=building,
@@ -401,11 +421,6 @@ class SearchIndex:
             else:
                 self._files[rel] = FileRow(row[0], (row[1], row[2], row[3], row[4]), row[5],
                                            row[6], row[7])
-
-    def _documents(self, rel: str, data: bytes, resolver: Resolver,
-                   doc: TopicDoc | None = None) -> tuple[list[Document], int]:
-        return file_documents(rel, data, resolver.resolve, resolver.trusted, resolver.speakers,
-                              doc)
 
     @staticmethod
     def _forget(rows: Rows, rel: str) -> None:

@@ -267,6 +267,17 @@ class Rows:
                 f"SELECT id, {ROW_COLUMNS} FROM docs WHERE id BETWEEN ? AND ?", (first, last)))
         return out
 
+    @staticmethod
+    def speakers_by_sources(old: dict[int, Values]) -> dict[tuple[str, ...], list[str]]:
+        """Sources -> speaker keys of each trusted claim among ``old`` rows (see
+        documents.Known)."""
+        out: dict[tuple[str, ...], list[str]] = {}
+        for values in old.values():
+            if values[0] == "claim" and values[14]:
+                keys = values[12].split(SPEAKER_SEP)[1:-1] if values[12] else []
+                out.setdefault(tuple(json.loads(values[9])), keys)
+        return out
+
     def set_ids(self, file: int, ids: list[int]) -> None:
         """Record that the file numbered ``file`` holds the documents ``ids`` (sorted)."""
         self.conn.execute("UPDATE files SET docs=? WHERE id=?", (id_ranges(ids), file))
@@ -280,20 +291,37 @@ class Rows:
             self.conn.execute("DELETE FROM doc_dates WHERE doc=?", (doc_id,))
             self.conn.execute("DELETE FROM doc_rows WHERE id=?", (doc_id,))
 
-    def replace(self, file: int, docs: list[Document], *, known: bool) -> None:
+    def replace(self, file: int, docs: list[Document], *, known: bool,
+                old: dict[int, Values] | None = None) -> None:
         """Make the documents of the file numbered ``file`` ``docs``, touching only those
         that changed: a document whose indexed text is unchanged keeps its FTS entry (a write
         that adds a paragraph to a long topic adds that paragraph's entries, not the whole
-        file's again)."""
-        old = self.old(file) if known else {}
+        file's again). ``old``: the file's rows (:meth:`old`), when the caller read them."""
+        old = dict(old) if old is not None else self.old(file) if known else {}
         if not old:  # a new file (every file of a build): nothing to compare with
             self.set_ids(file, self.add(file, docs))
             return
         ids: list[int] = []
-        by_fields: dict[Values, list[int]] = {}
+        # A row equal but for its line has the same indexed values (what a paragraph added
+        # above it moves): matched first, without computing those values for every document.
+        by_row: dict[Values, list[int]] = {}
         for doc_id, values in old.items():
-            by_fields.setdefault(row_fields(values), []).append(doc_id)
+            by_row.setdefault(values[:3] + values[4:], []).append(doc_id)
+        rest: list[tuple[Document, Values]] = []
         for doc in docs:
+            values = row(doc)
+            same = by_row.get(values[:3] + values[4:])
+            if not same:
+                rest.append((doc, values))
+                continue
+            doc_id = same.pop(0)
+            ids.append(doc_id)
+            if old.pop(doc_id)[3] != values[3]:
+                self.conn.execute("UPDATE doc_rows SET line=? WHERE id=?", (values[3], doc_id))
+        by_fields: dict[Values, list[int]] = {}
+        for doc_id, values in old.items() if rest else ():
+            by_fields.setdefault(row_fields(values), []).append(doc_id)
+        for doc, values in rest:
             fields = doc.fields()
             same = by_fields.get(fields)
             if not same:
@@ -301,7 +329,6 @@ class Rows:
                 continue
             doc_id = same.pop(0)
             ids.append(doc_id)
-            values = row(doc)
             if old.pop(doc_id) != values:
                 self.conn.execute(f"UPDATE doc_rows SET ({_STORED}) = "
                                   f"({','.join('?' * 14)}) WHERE id=?",
