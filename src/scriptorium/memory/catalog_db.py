@@ -291,29 +291,29 @@ class CatalogDB:
     def put(self, s: TopicSummary, names: list[str],
             archive_key: Callable[[str], str | None] = lambda target: None) -> None:
         """Record one file's summary (replacing any earlier one) and log its path.
-        ``archive_key``: footnote target -> the key of the archive file it was resolved in."""
-        self._remove(s.path)
+        ``archive_key``: footnote target -> the key of the archive file it was resolved in.
+        A file already held is changed row by row: only the rows of blocks, ids, citations
+        and targets that differ are written (a write adds a paragraph to a long topic and
+        moves the lines below it, it does not rewrite the topic's rows), leaving exactly the
+        rows a first put of the summary leaves."""
+        self._recent.pop(s.path, None)
         c = self.conn
-        c.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?,?)",
+        known = c.execute("SELECT 1 FROM files WHERE path=?", (s.path,)).fetchone() is not None
+        c.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?,?)",
                   (s.path, s.sha, *s.fp, s.checked_ns, s.title, int(s.unresolved),
                    int(s.normal)))
-        c.executemany("INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?)", [
-            (s.path, n, b.id, _dumps(b.ids), b.line, _dumps(b.links), _dumps(b.targets),
-             _dumps(b.refs), int(b.unresolved), _dumps(b.target_refs))
-            for n, b in enumerate(s.blocks)])
-        c.executemany("INSERT INTO ids VALUES (?,?,?)", [
-            (i, s.path, n) for n, b in enumerate(s.blocks) for i in dict.fromkeys(b.ids)])
-        c.executemany("INSERT OR IGNORE INTO cites VALUES (?,?)",
-                      [(ref, s.path) for b in s.blocks for ref in b.refs])
-        c.executemany("INSERT OR IGNORE INTO targets VALUES (?,?,?,?)",
-                      [(t, s.path, ref, archive_key(t) if ref is not None else None)
-                       for b in s.blocks
-                       for t, ref in zip(b.targets, b.target_refs or (None,) * len(b.targets))])
-        c.executemany("INSERT OR IGNORE INTO names VALUES (?,?)", [(k, s.path) for k in names])
-        c.executemany("INSERT INTO links VALUES (?,?,?,?)",
-                      [(s.path, p, i, b.line) for b in s.blocks for p, i in b.links])
-        c.execute("INSERT OR IGNORE INTO dups SELECT id FROM ids WHERE id IN (SELECT id FROM "
-                  "ids WHERE path=?) GROUP BY id HAVING COUNT(DISTINCT path) > 1", (s.path,))
+        blocks = [(n, b.id, _dumps(b.ids), b.line, _dumps(b.links), _dumps(b.targets),
+                   _dumps(b.refs), int(b.unresolved), _dumps(b.target_refs))
+                  for n, b in enumerate(s.blocks)]
+        ids = {(i, n) for n, b in enumerate(s.blocks) for i in b.ids}
+        cites = {ref for b in s.blocks for ref in b.refs}
+        targets: dict[str, tuple[str | None, str | None]] = {}
+        for b in s.blocks:
+            for t, ref in zip(b.targets, b.target_refs or (None,) * len(b.targets)):
+                if t not in targets:
+                    targets[t] = (ref, archive_key(t) if ref is not None else None)
+        links = [(p, i, b.line) for b in s.blocks for p, i in b.links]
+        _Rows(c, s.path, known).write(blocks, ids, cites, targets, set(names), links)
         self._note(s.path)
 
     def touch(self, rel: str, fp: Fingerprint, checked_ns: int) -> None:
@@ -347,6 +347,67 @@ class CatalogDB:
             floor = seq - LOG_LIMIT // 2
             self.conn.execute("DELETE FROM log WHERE seq <= ?", (floor,))
             self.conn.execute("UPDATE meta SET value=? WHERE key='log_floor'", (str(floor),))
+
+
+class _Rows:
+    """The rows of one file's summary in the tables keyed by path, written as the
+    difference from what they hold (everything, for a file not held before)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str, known: bool):
+        self.c, self.path, self.known = conn, path, known
+
+    def _old(self, sql: str) -> list[tuple[Any, ...]]:
+        return self.c.execute(sql, (self.path,)).fetchall() if self.known else []
+
+    def write(self, blocks: list[tuple[Any, ...]], ids: set[tuple[str, int]], cites: set[str],
+              targets: dict[str, tuple[str | None, str | None]], names: set[str],
+              links: list[tuple[str, str, int]]) -> None:
+        c, path = self.c, self.path
+        old = {r[0]: r for r in self._old(
+            "SELECT n, id, ids, line, links, targets, refs, unresolved, target_refs "
+            "FROM blocks WHERE path=?")}
+        for row in blocks:
+            before = old.pop(row[0], None)
+            if before is None or before[:3] + before[4:] != row[:3] + row[4:]:
+                c.execute("INSERT OR REPLACE INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?)",
+                          (path, *row))
+            elif before[3] != row[3]:  # moved by lines added or removed above it
+                c.execute("UPDATE blocks SET line=? WHERE path=? AND n=?", (row[3], path, row[0]))
+        c.executemany("DELETE FROM blocks WHERE path=? AND n=?", [(path, n) for n in old])
+        held = set(self._old("SELECT id, n FROM ids WHERE path=?"))
+        gone = held - ids
+        c.executemany("DELETE FROM ids WHERE path=? AND id=? AND n=?",
+                      [(path, i, n) for i, n in gone])
+        added = sorted(ids - held, key=lambda x: (x[1], x[0]))
+        c.executemany("INSERT INTO ids VALUES (?,?,?)", [(i, path, n) for i, n in added])
+        had = {r[0] for r in self._old("SELECT ref FROM cites WHERE path=?")}
+        c.executemany("DELETE FROM cites WHERE ref=? AND path=?", [(r, path) for r in had - cites])
+        c.executemany("INSERT INTO cites VALUES (?,?)", [(r, path) for r in cites - had])
+        was = {r[0]: (r[1], r[2]) for r in self._old(
+            "SELECT target, ref, akey FROM targets WHERE path=?")}
+        c.executemany("DELETE FROM targets WHERE target=? AND path=?",
+                      [(t, path) for t in was.keys() - targets.keys()])
+        c.executemany("INSERT OR REPLACE INTO targets VALUES (?,?,?,?)",
+                      [(t, path, *v) for t, v in targets.items() if was.get(t) != v])
+        named = {r[0] for r in self._old("SELECT key FROM names WHERE path=?")}
+        if named != names:
+            c.execute("DELETE FROM names WHERE path=?", (path,))
+            c.executemany("INSERT INTO names VALUES (?,?)", [(k, path) for k in sorted(names)])
+        if self._old("SELECT target, id, line FROM links WHERE path=? ORDER BY rowid") != links:
+            c.execute("DELETE FROM links WHERE path=?", (path,))
+            c.executemany("INSERT INTO links VALUES (?,?,?,?)", [(path, *x) for x in links])
+        _recount_dups(c, {i for i, _ in gone} | {i for i, _ in added})
+
+
+def _recount_dups(c: sqlite3.Connection, changed: set[str]) -> None:
+    """Keep ``dups`` (ids more than one file holds) right for the ids whose rows changed."""
+    chosen = sorted(changed)
+    for start in range(0, len(chosen), 500):
+        chunk = chosen[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        c.execute(f"DELETE FROM dups WHERE id IN ({marks})", chunk)
+        c.execute(f"INSERT INTO dups SELECT id FROM ids WHERE id IN ({marks}) GROUP BY id "
+                  "HAVING COUNT(DISTINCT path) > 1", chunk)
 
 
 class _Tx:
