@@ -222,8 +222,13 @@ class TopicCatalog:
         keys: dict[str, str | None] = {}  # archive file -> its key now (see resolutions)
         for item in learnt:
             if not isinstance(item, str):
+                seen: set[tuple[str, str]] = set()  # footnotes link a few files: each once
                 for block in item.blocks:
                     for target in block.targets:
+                        part = target.partition("#")[:2]
+                        if part in seen:
+                            continue
+                        seen.add(part)
                         link = archive_rel(item.path, target)
                         if link is not None and link not in keys:
                             keys[link] = archive_key(self.root, link)

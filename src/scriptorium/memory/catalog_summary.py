@@ -71,8 +71,13 @@ def _linked(folder: str, link: str) -> str | None:
 
 def key_of(keys: dict[str, str | None], topic_path: str) -> Callable[[str], str | None]:
     """Footnote target of ``topic_path`` -> the key of the archive file it links."""
+    links: dict[tuple[str, str], str | None] = {}  # a target's link part -> the archive file
+
     def key(target: str) -> str | None:
-        link = archive_rel(topic_path, target)
+        part = target.partition("#")[:2]
+        if part not in links:
+            links[part] = archive_rel(topic_path, target)
+        link = links[part]
         return keys.get(link) if link is not None else None
     return key
 

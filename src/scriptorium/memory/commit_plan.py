@@ -140,6 +140,7 @@ class CommitPlan:
             return found
 
         self.plain = resolve_plain
+        self.known = known
         return resolve
 
     # -- build + validate -----------------------------------------------------------------------
@@ -300,12 +301,14 @@ class CommitPlan:
 
     def _refs(self, doc: TopicDoc, block, resolve, *, strict: bool) -> list[str]:
         out: list[str] = []
+        # what ``resolve`` answers first for the committed file's footnotes, asked at once
+        known = self.known.get(doc.path, {})
         for fid in dict.fromkeys(block.citations):
             ev = doc.evidence.get(fid)
             if ev is None:
                 continue
             for link in ev.sources:
-                ref = resolve(doc.path, link.target)
+                ref = known.get(link.target) or resolve(doc.path, link.target)
                 if ref is None:
                     if strict:
                         raise TransactionError(

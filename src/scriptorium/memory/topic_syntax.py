@@ -21,7 +21,7 @@ __all__ = [
     "strip_before_citations", "collapse", "link_target", "bare_handles",
     "BLOCK_ID_RE", "FOOTNOTE_ID_RE", "CITATION_RE", "HEADING_RE", "DEF_START_RE",
     "SPECIAL_FIRST", "BARE_HANDLE_LABEL", "DEF_RE", "LEGACY_DEF_RE", "LINK_RE",
-    "SOURCE_RE", "SOURCE_SEP_RE",
+    "SOURCE_RE", "SOURCE_SEP_RE", "CANONICAL_DEF_RE",
 ]
 
 BLOCK_ID_RE = re.compile(r"[A-Za-z0-9-]+")
@@ -36,6 +36,10 @@ DEF_RE = re.compile(
     r"\[\^(?P<fid>[^\]\n]*)\]:\s*Time:\s*(?P<when>`[^`]*`|[^;`]*?)\s*;\s*Sources:\s*(?P<src>.*)")
 LEGACY_DEF_RE = re.compile(
     r"\[\^(?P<fid>[^\]\n]*)\]:\s*(?P<when>`[^`]*`|[^\s·]+)\s*·\s*Sources:\s*(?P<src>.*)")
+# A definition as normalisation renders it, one source (what ``DEF_RE`` and ``SOURCE_RE`` read
+# the same way, without a problem, when its time is valid and its label unpadded)
+CANONICAL_DEF_RE = re.compile(
+    r"\[\^([A-Za-z0-9_-]+)\]: Time: `([^`]*)`; Sources: \[([^\[\]]+)\]\(([^()\s]+)\)")
 SOURCE_RE = re.compile(r"\[(.*?)\]\((.*?)\)(?=\s*,\s*\[|\s*$)")
 SOURCE_SEP_RE = re.compile(r"\s*,\s*")
 _WHEN_RE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?")

@@ -22,11 +22,11 @@ from typing import Iterable
 
 from .claims import SUPERSEDED_MARK  # how a claim says a later one replaced it
 from .topic_syntax import (
-    BARE_HANDLE_LABEL, BLOCK_ID_RE, CITATION_RE, DEF_RE, DEF_START_RE, FOOTNOTE_ID_RE,
-    HEADING_RE, LEGACY_DEF_RE, LINK_RE, SOURCE_RE, SOURCE_SEP_RE, SPECIAL_FIRST, Block, Claim,
-    Evidence, Heading, Item, Raw, SourceLink, TopicDoc, TopicFormatError, bare_handles,
-    classify, collapse, is_local_label, link_target, split_ids, strip_before_citations,
-    valid_when,
+    BARE_HANDLE_LABEL, BLOCK_ID_RE, CANONICAL_DEF_RE, CITATION_RE, DEF_RE, DEF_START_RE,
+    FOOTNOTE_ID_RE, HEADING_RE, LEGACY_DEF_RE, LINK_RE, SOURCE_RE, SOURCE_SEP_RE, SPECIAL_FIRST,
+    Block, Claim, Evidence, Heading, Item, Raw, SourceLink, TopicDoc, TopicFormatError,
+    bare_handles, classify, collapse, is_local_label, link_target, split_ids,
+    strip_before_citations, valid_when,
 )
 
 __all__ = [
@@ -51,6 +51,10 @@ class Parser:
         self.problems.append(TopicFormatError(self.path, line, what))
 
     def definition(self, stripped: str, line: int) -> Evidence | None:
+        m = CANONICAL_DEF_RE.fullmatch(stripped)  # how normalisation writes one: read at once
+        if m is not None and valid_when(m.group(2)) and m.group(3) == m.group(3).strip():
+            self.broken_fids.discard(m.group(1))
+            return Evidence(m.group(1), m.group(2), [SourceLink(m.group(3), m.group(4))], line)
         m = DEF_RE.fullmatch(stripped) or LEGACY_DEF_RE.fullmatch(stripped)
         if not m:
             start = DEF_START_RE.match(stripped)
