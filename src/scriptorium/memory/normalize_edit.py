@@ -28,8 +28,7 @@ from typing import Callable, Iterator
 
 from .normalize import LinkFor, NotLocal, Resolve, normalize_items, prune_sections
 from .topics import (
-    CITATION_RE, DEF_START_RE, Block, Evidence, Heading, Item, Parser, classify, parse_topic,
-    render_item,
+    CITATION_RE, DEF_START_RE, Block, Evidence, Heading, Item, Parser, classify, render_item,
 )
 
 __all__ = ["normalize_edit"]
@@ -143,10 +142,9 @@ def normalize_edit(committed: str, staged: str, path: str, *,
     gone_fids: set[str] = set()
     gone_blocks: list[bool] = []
     for r, (i1, i2, j1, j2) in enumerate(changes):
-        gone = parse_topic("\n\n".join(old[i1:i2]), path, strict=False).items \
-            if i2 > i1 else []
-        added = parse_topic("\n\n".join(new[j1:j2]), path, strict=False).items \
-            if j2 > j1 else []
+        # only their items: a change's citations of definitions outside it are no problem
+        gone = Parser(path).read("\n\n".join(old[i1:i2])) if i2 > i1 else []
+        added = Parser(path).read("\n\n".join(new[j1:j2])) if j2 > j1 else []
         lost = [x for x in gone if isinstance(x, Block)]
         if any(isinstance(x, Heading) for x in gone):
             return None  # the sections around it change

@@ -173,6 +173,11 @@ class Parser:
                 block.links.append((target_path, block_id))
 
     def parse(self, text: str) -> TopicDoc:
+        return self.finish(self.read(text))
+
+    def read(self, text: str) -> list[Item]:
+        """The items of ``text``, each checked on its own (the rules that span the file are
+        :meth:`finish`'s: a caller reading part of a file asks only for its items)."""
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         lines = text.split("\n")
         if lines and lines[-1] == "":
@@ -238,7 +243,7 @@ class Parser:
                 i = j + 1
         if para:
             items.append(self.block(para, para_line, headings))
-        return self.finish(items)
+        return items
 
     def finish(self, items: list[Item]) -> TopicDoc:
         blocks = [item for item in items if isinstance(item, Block)]
