@@ -391,15 +391,16 @@ class TopicCatalog:
         with self._lock:
             rows = self.db.rows("SELECT target, ref, akey FROM targets WHERE path=? AND ref "
                                 "IS NOT NULL", (rel,))
-        keys: dict[str, str | None] = {}
+        now: dict[tuple[str, str], str | None] = {}  # a target's link part -> its file's key
         out: dict[str, str] = {}
         for target, ref, akey in rows:
-            link = archive_rel(rel, target)
-            if link is None:
+            if akey is None:
                 continue
-            if link not in keys:
-                keys[link] = archive_key(self.root, link)
-            if akey is not None and keys[link] == akey:
+            part = target.partition("#")[:2]
+            if part not in now:
+                link = archive_rel(rel, target)
+                now[part] = archive_key(self.root, link) if link is not None else None
+            if now[part] == akey:
                 out[target] = ref
         return out
 

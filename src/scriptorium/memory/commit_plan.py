@@ -139,7 +139,12 @@ class CommitPlan:
                         break
             return found
 
-        self.plain = resolve_plain
+        def resolve_known(path: str, target: str) -> str | None:
+            """``resolve_plain``, answering a committed footnote at once."""
+            found = known[path].get(target) if path in known else None
+            return found if found is not None else resolve_plain(path, target)
+
+        self.plain = resolve_known
         self.known = known
         return resolve
 
