@@ -274,7 +274,7 @@ def _insert_section(lines: list[str], section: str, chunk: list[str]) -> None:
             lines.pop()
         lines += ["", f"## {section}", ""] + chunk
         return
-    end = next((i for i in range(start + 1, len(lines)) if re.match(r"#{1,2} ", lines[i])),
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("# ", "## "))),
                len(lines))
     while end > start + 1 and not lines[end - 1].strip():
         end -= 1

@@ -101,7 +101,8 @@ def scan_topic(text: str, state_heading: str) -> ScannedTopic:
                 para_line = number
             para.append(line)
             continue
-        flush()
+        if para:
+            flush()
         if line.startswith(("```", "~~~")):
             fence = line[:3]
         elif line.startswith("<!--"):
