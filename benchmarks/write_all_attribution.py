@@ -91,9 +91,9 @@ PARTS = [
     ("    catalog rows written", "scriptorium.memory.catalog_db", "CatalogDB.put"),
     ("  git commit (this process)", "scriptorium.memory.directory", "WorkspaceDir.commit_history"),
     ("search index update", "scriptorium.memory.search.index", "SearchIndex.update"),
-    ("  claims' documents", "scriptorium.memory.search.index", "SearchIndex._documents"),
+    ("  claims' documents", "scriptorium.memory.search.index", "file_documents"),
     ("  rows replaced", "scriptorium.memory.search.rows", "Rows.replace"),
-    ("marks", "scriptorium.sessions.marks", "merge_node_metadata_batch"),
+    ("marks", "scriptorium.sessions.marks", "MarkOps.merge_node_metadata_batch"),
 ]
 
 
