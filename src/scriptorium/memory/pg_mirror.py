@@ -11,8 +11,11 @@ fetched when something needs them (:meth:`MirrorOps._pull`: the archive asks bef
 load, the catalog when a topic it asked about is remote), all at once before a walk of
 the whole tree
 (:meth:`MirrorOps.fetch_all`: status, verify, the revision's files, a home copy) and by any
-other pull outside a write step. So a job's cost follows its own batch, not how much the
-other workers wrote. The archive's collision check asks the index of every path the
+other pull outside a write step. Opening a mirror fetches no topic file nor summary either
+(:meth:`MirrorOps.refresh` with ``opening``): a worker started to replace a killed one pays
+for its batches, not for memory, and a write step whose writer may read any file pulls the
+topics the open left. So a job's cost follows its own batch, not how much the other workers
+wrote. The archive's collision check asks the index of every path the
 database holds (:class:`~.pg_parts.PathIndex`), kept from the same rows, so a file the
 mirror never fetched still counts. Mixed into :class:`~.pg_workspace.PgWorkspace`, whose
 state it reads and writes.
@@ -88,12 +91,14 @@ class MirrorOps:
         _paths: "PathIndex"
         fetched_archive: int
         fetched_topics: int
+        fetched_summaries: int
         lazy_topics: bool
+        _topics_remote: bool
 
         def lock(self, timeout: float | None = 1.0) -> Any: ...
 
     def refresh(self, *, full: bool = False, counters: bool | None = None,
-                lazy: bool | None = None) -> None:
+                lazy: bool | None = None, opening: bool = False) -> None:
         """Pull every row written since the mirror's generation (``full``: everything) and
         write or delete the mirror files that differ. One repeatable-read snapshot, so the
         mirror lands on exactly one generation. Inside a write step the archive files are
@@ -103,19 +108,23 @@ class MirrorOps:
         (:meth:`topics_keyed`); and the counters file (with the whole block order,
         which grows with memory) is not assembled unless ``counters`` says so: nothing in
         a step reads it (:meth:`load_runtime`). ``lazy`` leaves the archive files remote
-        outside a step too (a mirror just opened: its first reader pulls them, its first
-        write step does not)."""
+        outside a step too; ``opening`` (a mirror just opened) leaves every topic file
+        with stored keys remote as well, and fetches no summary: its first reader pulls
+        them, its first write step pulls them unless its worker's ``lazy_topics`` says it
+        asks the database instead, so a worker's open does not grow with memory."""
         if full:
             self._generation, self._have, self._remote = 0, {}, {}
             self._runtime_at = self._counters_seen = None
         in_step = not counters if counters is not None else getattr(self._local, "step", False)
         if lazy is None:
             lazy = bool(getattr(self._local, "step", False))
+        leave = opening or (lazy and self.lazy_topics)  # topic files left in the database
+        owed = bool(self._remote) if not lazy else (not leave and self._topics_remote)
         runtime: list[bytes | None] = []  # the assembled counters file, when it changed
         marker: Any = self._counters_seen
         repull = set(self._repull)
         with self.pg.connection() as conn:
-            if not repull and (lazy or not self._remote) and (
+            if not repull and not owed and (
                     in_step or self._runtime_at == self._generation):
                 conn.autocommit = True  # the common case, nothing new: one round trip
                 try:
@@ -127,14 +136,14 @@ class MirrorOps:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 generation = conn.execute("SELECT generation FROM memory_state").fetchone()[0]
-                if generation == self._generation and not repull and (
-                        lazy or not self._remote) and (in_step or self._runtime_at == generation):
+                if generation == self._generation and not repull and not owed and (
+                        in_step or self._runtime_at == generation):
                     return
                 rows = conn.execute("SELECT path, version, content IS NULL FROM memory_files "
                                     "WHERE version > %s", (self._generation,)).fetchall()
                 if self._generation == 0:
                     self._paths.clear()
-                wanted, left = self._note(rows, lazy)
+                wanted, left = self._note(rows, lazy, leave)
                 wanted += sorted(repull - set(wanted))
                 contents = self._rows(conn, wanted, left)
                 if not in_step and self._runtime_at != generation:
@@ -153,17 +162,17 @@ class MirrorOps:
             self._runtime_at, self._counters_seen = generation, marker
         self._generation = generation
 
-    def _note(self, rows: list[tuple[str, int, bool]], lazy: bool) -> tuple[list[str],
-                                                                             list[str]]:
+    def _note(self, rows: list[tuple[str, int, bool]], lazy: bool,
+              leave: bool) -> tuple[list[str], list[str]]:
         """Take the (path, version, deleted) rows a refresh found into the path index.
         Returns the paths whose content to pull now (every file the mirror holds in
-        another version) and, with ``lazy_topics`` in a step, the topic files the mirror
-        does not hold, to leave in the database (see :meth:`_rows`). With ``lazy`` the
-        archive files are noted as remote (a stale copy dropped) and pulled when read;
-        outside a step every remote file is pulled."""
+        another version) and, with ``leave``, the topic files the mirror does not hold,
+        to leave in the database (see :meth:`_rows`). With ``lazy`` the archive files are
+        noted as remote (a stale copy dropped) and pulled when read; outside a step every
+        remote file is pulled, and in a step that does not ``leave`` topics every remote
+        topic file (one an open left)."""
         wanted: list[str] = []
         left: list[str] = []
-        lazy_topics = lazy and self.lazy_topics
         for path, version, deleted in rows:
             if deleted:
                 self._paths.remove(path)
@@ -177,13 +186,16 @@ class MirrorOps:
                         self._write_mirror(path, None)
                 self._remote[path] = version
                 continue
-            if lazy_topics and not deleted and path.startswith("topics/") \
+            if leave and not deleted and path.startswith("topics/") \
                     and path not in self._have:
                 left.append(path)
                 continue
             wanted.append(path)
-        if not lazy:
-            wanted += [path for path in self._remote if path not in wanted]
+        if not lazy or (not leave and self._topics_remote):
+            listed = set(wanted)
+            wanted += [path for path in self._remote if path not in listed
+                       and (not lazy or path.startswith("topics/"))]
+            self._topics_remote = False  # (:meth:`_land` says so again if one is left)
         return wanted, left
 
     @staticmethod
@@ -214,12 +226,14 @@ class MirrorOps:
             if content is None and not deleted:  # left in the database (lazy topics)
                 self._have.pop(path, None)
                 self._remote[path] = version
+                self._topics_remote = True
                 continue
             if path != RUNTIME_FILE:
                 self._write_mirror(path, None if deleted else bytes(content))
                 if not deleted:
                     self.fetched_archive += path.startswith("sources/")
                     self.fetched_topics += topic
+                    self.fetched_summaries += summary is not None
             self._have[path] = version
             self._remote.pop(path, None)
             if topic:

@@ -99,6 +99,8 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         self._remote: dict[str, int] = {}
         self.fetched_archive = 0  # archive files the mirror pulled from the database (tests)
         self.fetched_topics = 0  # topic files the mirror pulled from the database (tests)
+        self.fetched_summaries = 0  # stored summaries pulled with them (tests)
+        self._topics_remote = False  # some topic file may be left in the database (remote)
         # a write step leaves the topic files this mirror does not hold in the database,
         # taking their stored summaries (set by a worker whose writer reaches existing
         # topics only through the catalog: :mod:`.work`); see :meth:`refresh`
@@ -137,7 +139,9 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         weakref.finalize(ws, ws._locks.close)
         for path in (ws.root, ws.topics_dir, ws.sources_dir, ws.runtime_dir):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        ws.refresh(lazy=True)  # a worker's steps never read most of the archive
+        # a worker's steps never read most of the archive, nor (see ``lazy_topics``) the
+        # topics other workers wrote: whoever needs them pulls them, not the open
+        ws.refresh(lazy=True, opening=True)
         return ws
 
     # -- the directory seams -----------------------------------------------------------------
@@ -257,6 +261,20 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
             self._in_transaction.append(fn)
 
     # -- the mirror -----------------------------------------------------------------------------
+
+    def topic_paths(self) -> list[str]:
+        """Every topic file of the mirror; outside a write step the topic files the mirror
+        left in the database (an open leaves them all) are pulled first, so a reader that
+        lists the tree (show, the MCP server's resources) sees it whole."""
+        if self._topics_remote and not self.in_write_step():
+            self._pull([rel for rel in self._remote if rel.startswith("topics/")])
+            self._topics_remote = False
+        return super().topic_paths()
+
+    def read_topic(self, rel: str, *, strict: bool = True) -> Any:
+        """The topic file ``rel``, pulled first if the mirror left it in the database."""
+        self._fetch(rel)
+        return super().read_topic(rel, strict=strict)
 
     def revision_files(self) -> list[str]:
         """Every file of memory (the archive files a write step left remote pulled first)."""

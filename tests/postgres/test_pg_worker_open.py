@@ -1,0 +1,79 @@
+"""What opening a PostgreSQL home costs a worker: not the size of memory.
+
+A worker that starts (or replaces one SIGKILLed mid-job) opens memory and runs its first
+job. The open notes which topic files the database holds and fetches none of them, nor their
+stored summaries; a worker whose writer finds topics through the catalog then fetches only
+what its batches touch (:mod:`scriptorium.memory.pg_mirror`). A writer that may read any
+file of its stage, or a reader outside a write step, still gets the whole tree."""
+
+from __future__ import annotations
+
+import pytest
+
+from scriptorium.memory.catalog import TopicCatalog
+from scriptorium.memory.work import MemoryJobs
+from test_pg_concurrent_installs import (  # noqa: F401 (homes: a fixture)
+    VENUE, db_files, homes, mirror_files, say)
+from test_pg_worker_topics import work
+
+
+def fill(homes, topics: int) -> None:
+    """``topics`` topic files in the home, each written (with its summary) by another
+    process's memory."""
+    other = homes.open(trigger_tokens=1)
+    for k in range(topics):
+        say(other, f"a{k}", f"Venue {k}", f"{VENUE} Hall {k}.")
+        assert other.write_session(f"a{k}").failure is None
+    assert len(db_files(other, "topics", live_only=True)) == topics
+
+
+@pytest.mark.parametrize("topics", [1, 6])
+def test_a_worker_opened_on_a_full_home_fetches_no_topic_nor_summary_beyond_its_jobs(
+        homes, topics):
+    fill(homes, topics)
+    worker = homes.open(trigger_tokens=1)  # a replacement worker: memory is already there
+    ws = worker.workspace
+    jobs = MemoryJobs(worker)
+    opened = (ws.fetched_topics, ws.fetched_summaries)
+    say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
+    work(worker, jobs, "b")
+    # the same, whatever the number of topics in the home: nothing of the others' topics
+    assert opened == (0, 0)
+    assert (ws.fetched_topics, ws.fetched_summaries) == (0, 0)
+    [own] = mirror_files(worker, "topics")
+    catalog = TopicCatalog.of(ws)
+    assert catalog.shared == 0 and catalog.paths() == [own]
+    # a reader outside a write step sees the whole tree
+    assert worker.verify().ok
+    assert mirror_files(worker, "topics") == db_files(worker, "topics", live_only=True)
+    assert ws.fetched_topics == topics
+
+
+def test_a_worker_opened_on_a_full_home_still_appends_to_the_topic_its_batch_names(homes):
+    fill(homes, 3)
+    worker = homes.open(trigger_tokens=1)
+    say(worker, "b", "Venue 1", "Lunch is vegetarian; the caterer confirms on Friday.")
+    outcome = work(worker, MemoryJobs(worker), "b")
+    assert outcome.detail["marked"] == ["b-0"]
+    [venue] = mirror_files(worker, "topics")  # that topic alone was fetched
+    assert worker.workspace.fetched_topics == 1
+    assert len(db_files(worker, "topics", live_only=True)) == 3
+    text = (worker.workspace.root / venue).read_text(encoding="utf-8")
+    assert "Hall 1" in text and "vegetarian" in text  # appended, nothing lost
+    assert homes.open().verify().ok
+
+
+@pytest.mark.parametrize("as_worker", [True, False])
+def test_a_writer_that_may_read_any_file_has_every_topic_in_its_mirror_after_a_lazy_open(
+        homes, as_worker):
+    fill(homes, 3)
+    mem = homes.open(trigger_tokens=1)
+    say(mem, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
+    if as_worker:
+        jobs = MemoryJobs(mem)
+        mem.workspace.lazy_topics = False  # as for a writer that reads its stage freely
+        work(mem, jobs, "b")
+    else:  # `memory write`: no worker, whatever its writer
+        assert mem.write_session("b").failure is None
+    assert mem.workspace.fetched_topics == 3  # pulled by its write step, not by a reader
+    assert mirror_files(mem, "topics") == db_files(mem, "topics", live_only=True)
