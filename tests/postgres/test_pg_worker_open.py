@@ -77,3 +77,80 @@ def test_a_writer_that_may_read_any_file_has_every_topic_in_its_mirror_after_a_l
         assert mem.write_session("b").failure is None
     assert mem.workspace.fetched_topics == 3  # pulled by its write step, not by a reader
     assert mirror_files(mem, "topics") == db_files(mem, "topics", live_only=True)
+
+
+WOODS = "oak pine birch maple cedar elm ash walnut cherry spruce larch alder hazel".split()
+
+
+def long_topic_written_by(worker, jobs: MemoryJobs) -> str:
+    """topics/kiln.md, forty notes long, written by ``worker``'s job (so normalisation wrote
+    it); returns its path."""
+    say(worker, "long", "Kiln", *[
+        f"The celadon glaze looked glossy beside the {WOODS[i % 13]} {WOODS[i * 7 % 13]} "
+        f"shelf." for i in range(40)])
+    work(worker, jobs, "long")
+    return "topics/kiln.md"
+
+
+def normalised_on_next_job(worker, jobs, sid: str, text: str, monkeypatch) -> tuple[int, int]:
+    """(characters parsed, whole-file normalisations) of ``worker``'s job adding ``text`` to
+    the kiln topic."""
+    from scriptorium.memory import commit_plan, topics
+
+    whole: list[str] = []
+    parsed: list[int] = []
+    real_normalize, real_parse = commit_plan.normalize_topic, topics._Parser.parse
+
+    def normalizing(text, rel, **kw):
+        whole.append(rel)
+        return real_normalize(text, rel, **kw)
+
+    def parsing(self, text):
+        parsed.append(len(text))
+        return real_parse(self, text)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(commit_plan, "normalize_topic", normalizing)
+        mp.setattr(topics._Parser, "parse", parsing)
+        say(worker, sid, "Kiln", text)
+        assert work(worker, jobs, sid).detail["marked"] == [f"{sid}-0"]
+    return sum(parsed), len(whole)
+
+
+def test_a_workers_writes_to_a_long_topic_another_worker_wrote_normalise_only_what_they_add(
+        homes, monkeypatch):
+    first = homes.open(trigger_tokens=1)
+    first_jobs = MemoryJobs(first)
+    rel = long_topic_written_by(first, first_jobs)
+    second = homes.open(trigger_tokens=1)  # learns the topic from the database
+    parsed, whole = normalised_on_next_job(
+        second, MemoryJobs(second), "b", "The kiln room smelled of cedar smoke.", monkeypatch)
+    size = len((second.workspace.root / rel).read_bytes())
+    # the result parsed by the commit and by the search index: never the old file again
+    assert whole == 0 and parsed < 2 * size + 2_000
+    # the first worker's second write: its mirror pulled the topic the second one moved
+    parsed, whole = normalised_on_next_job(
+        first, first_jobs, "c", "The kiln lid creaked beside the rowan bench.", monkeypatch)
+    assert whole == 0 and parsed < 2 * size + 2_000
+    text = (first.workspace.root / rel).read_text(encoding="utf-8")
+    assert "cedar smoke" in text and "rowan bench" in text
+    assert homes.open().verify().ok
+
+
+def test_a_summary_stored_before_the_flag_existed_is_normalised_whole_once(homes, monkeypatch):
+    first = homes.open(trigger_tokens=1)
+    rel = long_topic_written_by(first, MemoryJobs(first))
+    with first.workspace.pg.connection() as conn:  # as an older program stored it
+        conn.execute("UPDATE memory_topic_summaries SET normal = false")
+    second = homes.open(trigger_tokens=1)
+    jobs = MemoryJobs(second)
+    assert normalised_on_next_job(second, jobs, "b", "The kiln room smelled of cedar smoke.",
+                                  monkeypatch)[1] == 1
+    # that install stored its summary as normalised: the next worker takes the short way
+    third = homes.open(trigger_tokens=1)
+    assert normalised_on_next_job(third, MemoryJobs(third), "c",
+                                  "The kiln lid creaked beside the rowan bench.",
+                                  monkeypatch)[1] == 0
+    with third.workspace.pg.connection() as conn:
+        assert conn.execute("SELECT normal FROM memory_topic_summaries WHERE path = %s",
+                            (rel,)).fetchone() == (True,)

@@ -26,6 +26,7 @@ database home neither is needed per job:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
@@ -54,7 +55,7 @@ class MirrorPlace(Protocol):
 
     def in_write_step(self) -> bool: ...
 
-    def install_summaries(self, rows: dict[str, tuple[str, list[str]]]) -> None: ...
+    def install_summaries(self, rows: dict[str, "StoredSummary"]) -> None: ...
 
     def stored_summaries(self) -> set[str]: ...
 
@@ -67,13 +68,18 @@ class MirrorPlace(Protocol):
     def fetch_all(self) -> None: ...
 
 
-# Store a (path, version, summary, keys) row; a newer version's summary is never replaced
-# by an older one (installs of one path may commit out of order with their summaries' writes).
-STORE_SUMMARY_SQL = ("INSERT INTO memory_topic_summaries (path, version, summary, keys) "
-                     "VALUES (%s, %s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
+# A summary as an install stores it beside its file: (summary, keys, normal), see
+# :func:`stored_form`.
+StoredSummary = tuple[str, list[str], bool]
+
+# Store a (path, version, summary, keys, normal) row; a newer version's summary is never
+# replaced by an older one (installs of one path may commit out of order with their
+# summaries' writes).
+STORE_SUMMARY_SQL = ("INSERT INTO memory_topic_summaries (path, version, summary, keys, "
+                     "normal) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (path) DO UPDATE SET "
                      "version = EXCLUDED.version, summary = EXCLUDED.summary, "
-                     "keys = EXCLUDED.keys WHERE memory_topic_summaries.version < "
-                     "EXCLUDED.version")
+                     "keys = EXCLUDED.keys, normal = EXCLUDED.normal WHERE "
+                     "memory_topic_summaries.version < EXCLUDED.version")
 
 
 def id_keys(block: Any) -> set[str]:
@@ -98,9 +104,10 @@ def topic_keys(summary: TopicSummary) -> list[str]:
     return sorted(keys)
 
 
-def stored_form(summary: TopicSummary) -> tuple[str, list[str]]:
-    """(summary as stored, its keys): the row an install writes beside its file."""
-    return summary_json(summary), topic_keys(summary)
+def stored_form(summary: TopicSummary) -> StoredSummary:
+    """(summary as stored, its keys, whether normalisation wrote the file: the directory
+    catalog's ``normal``): the row an install writes beside its file."""
+    return summary_json(summary), topic_keys(summary), summary.normal
 
 
 def summary_json(summary: TopicSummary) -> str:
@@ -110,14 +117,16 @@ def summary_json(summary: TopicSummary) -> str:
                       ensure_ascii=False, separators=(",", ":"))
 
 
-def summary_of(path: str, stored: Any) -> TopicSummary | None:
-    """A stored summary back (None when it cannot be read: the file is parsed instead)."""
+def summary_of(path: str, stored: Any, normal: bool = False) -> TopicSummary | None:
+    """A stored summary back, ``normal`` as stored beside it (None when it cannot be read:
+    the file is parsed instead)."""
     try:
         sha, blocks, title = json.loads(stored) if isinstance(stored, (str, bytes)) else stored
         return TopicSummary(path, str(sha), (0, 0, 0, 0), 0, tuple(
             BlockSummary(i, tuple(ids), int(line), tuple(tuple(x) for x in links),
                          tuple(targets), tuple(refs), bool(unresolved))
-            for i, ids, line, links, targets, refs, unresolved in blocks), str(title))
+            for i, ids, line, links, targets, refs, unresolved in blocks), str(title),
+            bool(normal))
     except (ValueError, TypeError):
         return None
 
@@ -247,12 +256,14 @@ class PgTopicCatalog(TopicCatalog):
                    shas: Mapping[str, str], resolve: Resolve | None = None) -> None:
         """An install is about to publish ``docs``: hand their summaries to the workspace,
         which stores them in the install's own database transaction, so no other worker
-        ever sees those files without their summaries (and parses them)."""
+        ever sees those files without their summaries (and parses them). Each says the
+        transaction's normalisation wrote the file, as :meth:`installed` records it."""
         announced = {}
         for rel, doc in docs.items():
             body = data.get(rel)
             if doc is not None and body is not None:
-                announced[rel] = super()._installed_summary(rel, doc, body, shas[rel], resolve)
+                announced[rel] = replace(super()._installed_summary(rel, doc, body, shas[rel],
+                                                                    resolve), normal=True)
         self._announced = announced  # what :meth:`installed` learns, not summarized again
         self.workspace.install_summaries({rel: stored_form(s) for rel, s in announced.items()})
 
@@ -277,8 +288,8 @@ class PgTopicCatalog(TopicCatalog):
         if rows:
             self._store(rows)
 
-    def _store(self, rows: list[tuple[str, int, str, list[str]]]) -> None:
-        """Store (path, version, summary, keys) rows; a newer version's summary is never
+    def _store(self, rows: list[tuple[str, int, str, list[str], bool]]) -> None:
+        """Store (path, version, summary, keys, normal) rows; a newer version's summary is never
         replaced by an older one. Best effort: a summary not stored is a parse for the
         others (and a worker that left that topic in the database fetches it whole)."""
         pg = self.workspace.pg

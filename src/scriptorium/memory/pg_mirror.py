@@ -201,8 +201,8 @@ class MirrorOps:
     @staticmethod
     def _rows(conn: Any, wanted: list[str],
               lazy: Sequence[str] = ()) -> list[tuple[Any, ...]]:
-        """(path, content, deleted, version, stored summary) of ``wanted`` and of the
-        ``lazy`` topic paths, those without content or summary when their version has a
+        """(path, content, deleted, version, stored summary, its normal flag) of ``wanted``
+        and of the ``lazy`` topic paths, those without content or summary when their version has a
         stored summary with its keys (else whole: a file no key lookup would find must be
         held). The paths the database lacks have no row."""
         if not wanted and not lazy:
@@ -210,7 +210,7 @@ class MirrorOps:
         whole = "f.path = ANY(%(wanted)s) OR s.keys IS NULL"
         rows: list[tuple[Any, ...]] = conn.execute(
             f"SELECT f.path, CASE WHEN {whole} THEN f.content END, f.content IS NULL, "
-            f"f.version, CASE WHEN {whole} THEN s.summary END FROM memory_files f "
+            f"f.version, CASE WHEN {whole} THEN s.summary END, s.normal FROM memory_files f "
             "LEFT JOIN memory_topic_summaries s ON s.path = f.path AND s.version = f.version "
             "WHERE f.path = ANY(%(all)s)",
             {"wanted": list(wanted), "all": [*wanted, *lazy]}).fetchall()
@@ -221,7 +221,7 @@ class MirrorOps:
         written (or deleted) and held, its stored summary handed to the catalog; a topic
         that came without is noted as remote (the catalog asks the database about it:
         :meth:`topics_keyed`, and :meth:`fetch_topics` brings it when it concerns a job)."""
-        for path, content, deleted, version, summary in rows:
+        for path, content, deleted, version, summary, normal in rows:
             topic = path.startswith("topics/")
             if content is None and not deleted:  # left in the database (lazy topics)
                 self._have.pop(path, None)
@@ -238,7 +238,7 @@ class MirrorOps:
             self._remote.pop(path, None)
             if topic:
                 with self._changed_guard:
-                    self._changed[path] = summary_of(path, summary) \
+                    self._changed[path] = summary_of(path, summary, bool(normal)) \
                         if summary is not None and not deleted else None
 
     def _pull(self, paths: Iterable[str]) -> None:

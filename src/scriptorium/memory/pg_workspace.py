@@ -52,7 +52,7 @@ from .directory import WORKSPACE_ID_RE
 from .runtime_state import RuntimeState
 from .failures import BlockedBranches
 from .catalog import TopicSummary
-from .pg_catalog import STORE_SUMMARY_SQL, PgTopicCatalog
+from .pg_catalog import STORE_SUMMARY_SQL, PgTopicCatalog, StoredSummary
 from .pg_copies import CopyOps
 from .pg_mirror import MIRROR_PREFIX, RUNTIME_FILE, MirrorOps, is_memory_path, \
     remove_dead_mirrors
@@ -305,8 +305,8 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         """This mirror's topic catalog (see :mod:`.pg_catalog`; ``TopicCatalog.of`` asks)."""
         return PgTopicCatalog(self)
 
-    def install_summaries(self, rows: dict[str, tuple[str, list[str]]]) -> None:
-        """The summaries (path -> stored form and keys) of the topic files the next install
+    def install_summaries(self, rows: dict[str, StoredSummary]) -> None:
+        """The summaries (path -> stored form, keys and normal flag) of the topic files the next install
         of this thread writes: stored in its own database transaction (:meth:`_push`)."""
         self._local.summaries = rows
 
@@ -328,7 +328,7 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
 
         # the summaries the install announced (:meth:`install_summaries`): taken whatever
         # happens next, so none outlives the install it describes
-        summaries: dict[str, tuple[str, list[str]]] = getattr(self._local, "summaries", {}) \
+        summaries: dict[str, StoredSummary] = getattr(self._local, "summaries", {}) \
             if revision is not None else {}
         self._local.summaries, self._local.stored = {}, set()
         for rel in writes:
@@ -383,8 +383,8 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
                              if rel.startswith("topics/")])
                         if summaries:  # other workers take these instead of parsing
                             cur.executemany(STORE_SUMMARY_SQL, [
-                                (rel, generation, body, keys)
-                                for rel, (body, keys) in sorted(summaries.items())
+                                (rel, generation, body, keys, normal)
+                                for rel, (body, keys, normal) in sorted(summaries.items())
                                 if writes.get(rel) is not None])
                 for hook in self._in_transaction:
                     hook(self, writes, conn)

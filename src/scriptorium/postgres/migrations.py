@@ -159,6 +159,14 @@ TOPIC_KEYS = """
     $$;
 """
 
+# whether the install that stored a summary wrote its file through the runtime's
+# normalisation (what the directory catalog's `normal` records, catalog schema 6), so a
+# worker that learns the topic from the database normalises only the units a write changes
+# (memory.normalize_edit); a summary stored before this step says no (one whole pass)
+TOPIC_NORMAL = """
+    ALTER TABLE memory_topic_summaries ADD COLUMN normal boolean NOT NULL DEFAULT false
+"""
+
 MIGRATIONS: dict[str, list[str]] = {
     "home": [
         """
@@ -298,7 +306,7 @@ MIGRATIONS: dict[str, list[str]] = {
         UNLOGGED_INDEX,
     ],
     # the writer job queue (`memory work`): see scriptorium.postgres.jobs
-    "work": [WORK_QUEUE, BLOCK_ORDER, TOPIC_SUMMARIES, TOPIC_KEYS],
+    "work": [WORK_QUEUE, BLOCK_ORDER, TOPIC_SUMMARIES, TOPIC_KEYS, TOPIC_NORMAL],
     # the importers' ledger (scriptorium.importers.ledger_pg): per source file on each host
     # what was read, and per imported session the graph state an incremental run needs
     "imports": [
