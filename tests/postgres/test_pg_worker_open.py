@@ -83,11 +83,11 @@ WOODS = "oak pine birch maple cedar elm ash walnut cherry spruce larch alder haz
 
 
 def long_topic_written_by(worker, jobs: MemoryJobs) -> str:
-    """topics/kiln.md, forty notes long, written by ``worker``'s job (so normalisation wrote
+    """topics/kiln.md, 24 notes long, written by ``worker``'s job (so normalisation wrote
     it); returns its path."""
     say(worker, "long", "Kiln", *[
         f"The celadon glaze looked glossy beside the {WOODS[i % 13]} {WOODS[i * 7 % 13]} "
-        f"shelf." for i in range(40)])
+        f"shelf." for i in range(24)])
     work(worker, jobs, "long")
     return "topics/kiln.md"
 

@@ -289,8 +289,8 @@ class PgTopicCatalog(TopicCatalog):
             self._store(rows)
 
     def _store(self, rows: list[tuple[str, int, str, list[str], bool]]) -> None:
-        """Store (path, version, summary, keys, normal) rows; a newer version's summary is never
-        replaced by an older one. Best effort: a summary not stored is a parse for the
+        """Store (path, version, summary, keys, normal) rows; a newer version's summary is
+        never replaced by an older one. Best effort: a summary not stored is a parse for the
         others (and a worker that left that topic in the database fetches it whole)."""
         pg = self.workspace.pg
         try:

@@ -202,9 +202,9 @@ class MirrorOps:
     def _rows(conn: Any, wanted: list[str],
               lazy: Sequence[str] = ()) -> list[tuple[Any, ...]]:
         """(path, content, deleted, version, stored summary, its normal flag) of ``wanted``
-        and of the ``lazy`` topic paths, those without content or summary when their version has a
-        stored summary with its keys (else whole: a file no key lookup would find must be
-        held). The paths the database lacks have no row."""
+        and of the ``lazy`` topic paths, those without content or summary when their
+        version has a stored summary with its keys (else whole: a file no key lookup would
+        find must be held). The paths the database lacks have no row."""
         if not wanted and not lazy:
             return []
         whole = "f.path = ANY(%(wanted)s) OR s.keys IS NULL"

@@ -306,8 +306,9 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         return PgTopicCatalog(self)
 
     def install_summaries(self, rows: dict[str, StoredSummary]) -> None:
-        """The summaries (path -> stored form, keys and normal flag) of the topic files the next install
-        of this thread writes: stored in its own database transaction (:meth:`_push`)."""
+        """The summaries (path -> stored form, keys and normal flag) of the topic files the
+        next install of this thread writes: stored in its own database transaction
+        (:meth:`_push`)."""
         self._local.summaries = rows
 
     def stored_summaries(self) -> set[str]:
