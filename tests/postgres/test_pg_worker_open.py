@@ -30,15 +30,28 @@ def fill(homes, topics: int) -> None:
 @pytest.mark.parametrize("topics", [1, 6])
 def test_a_worker_opened_on_a_full_home_fetches_no_topic_nor_summary_beyond_its_jobs(
         homes, topics):
+    from scriptorium.memory.pg_parts import PgBlockOrder
+
     fill(homes, topics)
-    worker = homes.open(trigger_tokens=1)  # a replacement worker: memory is already there
+    assembled: list[int] = []
+    real = PgBlockOrder.file
+
+    def counting(order, conn):
+        assembled.append(1)
+        return real(order, conn)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PgBlockOrder, "file", counting)
+        # a replacement worker: memory is already there
+        worker = homes.open(trigger_tokens=1)
     ws = worker.workspace
     jobs = MemoryJobs(worker)
     opened = (ws.fetched_topics, ws.fetched_summaries)
     say(worker, "b", "Catering", "Lunch is vegetarian; the caterer confirms on Friday.")
     work(worker, jobs, "b")
-    # the same, whatever the number of topics in the home: nothing of the others' topics
-    assert opened == (0, 0)
+    # the same, whatever the number of topics in the home: nothing of the others' topics,
+    # nor the creation order of their blocks (the counters file a step never reads)
+    assert opened == (0, 0) and assembled == []
     assert (ws.fetched_topics, ws.fetched_summaries) == (0, 0)
     [own] = mirror_files(worker, "topics")
     catalog = TopicCatalog.of(ws)

@@ -140,8 +140,9 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         for path in (ws.root, ws.topics_dir, ws.sources_dir, ws.runtime_dir):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         # a worker's steps never read most of the archive, nor (see ``lazy_topics``) the
-        # topics other workers wrote: whoever needs them pulls them, not the open
-        ws.refresh(lazy=True, opening=True)
+        # topics other workers wrote, nor the counters file (the creation order of every
+        # block): whoever needs them pulls them, not the open
+        ws.refresh(lazy=True, opening=True, counters=False)
         return ws
 
     # -- the directory seams -----------------------------------------------------------------
@@ -277,7 +278,9 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         return super().read_topic(rel, strict=strict)
 
     def revision_files(self) -> list[str]:
-        """Every file of memory (the archive files a write step left remote pulled first)."""
+        """Every file of memory (the files a write step or the open left remote, and the
+        counters file, which the open does not assemble, pulled first)."""
+        self.refresh(counters=True)
         self.fetch_all()
         return super().revision_files()
 
