@@ -5,9 +5,10 @@ used and let go; what memory already holds is asked of the on-disk topic catalog
 Homes of 250 / 1,000 / 2,000 sessions (6 short turns each, written straight to disk, cached
 under benchmarks/out/; 40 titles, so each topic file gathers 1/40 of the sessions) are written
 by the real CLI in a child process, ours and (at the sizes asked for) the code of
-``--baseline-rev`` (default bd0982f: each batch normalised its whole topic file and parsed
-it twice; fda7463, before it, left each batch's plan in a reference cycle), one after the
-other at each size;
+``--baseline-rev`` (default b72f057: the search index kept every page its updates touched,
+cached and mapped, for the whole run; bd0982f, before it, normalised each batch's whole
+topic file and parsed it twice; fda7463 left each batch's plan in a reference cycle), one
+after the other at each size;
 the child's peak RSS and CPU come from ``wait4``. The last lines give each side's RSS slope
 per session between neighbouring sizes and its wall and CPU time per session.
 
@@ -32,7 +33,7 @@ from typing import NamedTuple
 from workspaces import OUT, baseline_src, load, ours_src
 
 TURNS = 6
-BASELINE_REV = "bd0982f"  # main before a write normalised only what it changed
+BASELINE_REV = "b72f057"  # main before the search index gave back its pages between sessions
 
 
 def cached_home(sessions: int) -> Path:
@@ -110,8 +111,8 @@ def main() -> None:
     ap.add_argument("--baseline", default="250,1000,2000",
                     help="sizes also run on the baseline ('' none)")
     ap.add_argument("--baseline-rev", default=BASELINE_REV,
-                    help=f"the commit the baseline runs (default {BASELINE_REV}: before a "
-                         f"write normalised only what it changed)")
+                    help=f"the commit the baseline runs (default {BASELINE_REV}: before the "
+                         f"search index gave back its pages between sessions)")
     args = ap.parse_args()
     base_sizes = {int(x) for x in args.baseline.split(",") if x}
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "

@@ -127,7 +127,7 @@ def fsync_file(fd: int) -> None:
         os.fsync(fd)
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path | str) -> None:
     """Flush a directory entry so a rename survives power loss (not inside
     :func:`cache_writes`)."""
     if not _syncing():
@@ -144,15 +144,18 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True,
-                       tmp_dir: Path | None = None) -> None:
+def atomic_write_bytes(path: Path | str, data: bytes, mode: int = 0o600, *,
+                       durable: bool = True, tmp_dir: Path | None = None) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, then rename). The temp file goes
-    in ``tmp_dir`` when given (it must be on the same filesystem), else next to ``path``."""
-    path = Path(path)
+    in ``tmp_dir`` when given (it must be on the same filesystem), else next to ``path``.
+    Works on the path as a string: a ``Path`` made here would intern each of its parts
+    (pathlib does), and a write per session would churn CPython's interned-string table."""
+    path = os.fspath(path)
+    parent = os.path.dirname(path) or "."
     refuse_symlink(path)
-    refuse_symlink(path.parent, "directory")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                               dir=tmp_dir if tmp_dir is not None else path.parent)
+    refuse_symlink(parent, "directory")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                               dir=tmp_dir if tmp_dir is not None else parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -168,10 +171,10 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *, durable: b
             pass
         raise
     if durable:
-        fsync_dir(path.parent)
+        fsync_dir(parent)
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o600, *, durable: bool = True,
+def atomic_write_text(path: Path | str, text: str, mode: int = 0o600, *, durable: bool = True,
                       tmp_dir: Path | None = None) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), mode, durable=durable, tmp_dir=tmp_dir)
 

@@ -13,6 +13,7 @@ from ..timefmt import epoch as _epoch
 from .failures import classify
 from .records import first_batch, total_tokens
 from .results import SessionResult
+from .search import settle
 
 if TYPE_CHECKING:  # pragma: no cover
     from .view import MemoryView
@@ -84,7 +85,9 @@ def write_each(memory: "MemoryView", ids: list[str], force: bool,
                progress: Callable[[str], None] | None) -> Iterator[SessionResult]:
     """Write the sessions ``ids`` one at a time (``force``: the session-boundary path, else
     the per-turn one), each result with what its branches still owe, as soon as it is done;
-    a session whose write fails reports it and the others are still written."""
+    a session whose write fails reports it and the others are still written. Between
+    sessions the search index gives back the pages the write cached (:func:`.search.settle`),
+    so what the loop holds follows one session, not the home."""
     for sid in ids:
         try:
             result = memory.write_session(sid) if force else memory.write_turn(sid)
@@ -94,6 +97,7 @@ def write_each(memory: "MemoryView", ids: list[str], force: bool,
             result.pending = memory.still_pending(sid, boundary=force, failure=result.failure)
         except ScriptoriumError:
             result.pending = None  # the failure above already says why
+        settle(memory.workspace)
         if progress:
             progress(sid)
         yield result

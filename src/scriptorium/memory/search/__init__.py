@@ -51,7 +51,7 @@ def search(workspace: Any, query: str, **kw: Any) -> list[Hit]:
 
 
 __all__ = ["Embedder", "EmbeddingUnavailable", "Hit", "SearchIndex", "attach", "follow",
-           "load_embedder", "rebuild", "rrf_fuse", "search", "update_index"]
+           "load_embedder", "rebuild", "rrf_fuse", "search", "settle", "update_index"]
 
 def update_index(workspace: Any, result: Any) -> None:
     """Install hook: re-index the files a transaction changed. It never fails the install
@@ -82,6 +82,16 @@ def attach(workspace: Any) -> None:
         _pg_index(workspace)
         return
     workspace.add_install_hook(update_index)
+
+
+def settle(workspace: Any) -> None:
+    """Let ``workspace``'s index connection give back the pages its updates cached and
+    mapped (see :func:`.indexfile.settle`): a process writing session after session then
+    holds what one write needs, not every page the writes so far touched. A PostgreSQL
+    home keeps its index in the server: nothing to give back here."""
+    if getattr(workspace, "engine", "directory") == "postgresql":
+        return
+    SearchIndex.of(workspace).settle()
 
 
 def rebuild(workspace: Any, include_sources: bool | None = None) -> int:

@@ -48,7 +48,7 @@ from ..runtime_state import read_generation
 from ..topics import TopicDoc
 from .documents import TOP, Resolve, file_documents, kind_of, logical_path
 from . import segments
-from .indexfile import INDEX_FILE, SCHEMA_VERSION, open_index
+from .indexfile import INDEX_FILE, SCHEMA_VERSION, open_index, settle
 from .rows import KINDS, Rows, replacer_rows
 from .resolve import Resolver
 
@@ -179,6 +179,13 @@ class SearchIndex:
                     pass
             self._conn, self._conn_id = None, None
             self._files, self._data_version = {}, None
+
+    def settle(self) -> None:
+        """Let the open connection give back the pages it cached and mapped
+        (:func:`~.indexfile.settle`); between the sessions of a long write."""
+        with self._lock:
+            if self._conn is not None:
+                settle(self._conn)
 
     def discard(self) -> None:
         """Throw the index away (it is derived); the next query rebuilds it."""

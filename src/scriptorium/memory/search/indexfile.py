@@ -30,6 +30,8 @@ SCHEMA_VERSION = "8"  # 2: contentless FTS (text stored once, in docs); 3: claim
 # its first date range in its row (doc_dates holds the others); 8: a write's postings merged
 # into a one-page tail segment at once, the build's segment above it (segments.py)
 
+MMAP_SIZE = 256 << 20  # how much of the file a connection maps (see open_index)
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """ + TABLES + """
@@ -59,7 +61,7 @@ def open_index(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA cache_size=-16000")  # 16 MB: FTS merges and queries stay warm
         # Queries read rows scattered over the file: mapped, a row read is a memory read
         # (shared with other processes through the page cache), not a read() call each.
-        conn.execute("PRAGMA mmap_size=268435456")
+        conn.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
         conn.execute("PRAGMA journal_size_limit=1048576")  # the WAL shrinks back to 1 MB
         ensure_schema(conn, SCHEMA_VERSION, _SCHEMA)
         try:
@@ -70,3 +72,17 @@ def open_index(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def settle(conn: sqlite3.Connection) -> None:
+    """Give back what ``conn`` gathered from the file: its page cache (``shrink_memory``)
+    and the pages of its map (unmapped, then mapped again untouched on the next read: a
+    page read through the map stays in the process's resident set until then).
+
+    Called between the sessions of a long write: the pages the updates touched pile up
+    (up to the 16 MB cache and the whole file mapped), so the process's peak memory would
+    follow the index's size, not one write. The next update reads the few pages it needs
+    again, from the kernel's page cache."""
+    conn.execute("PRAGMA shrink_memory")
+    conn.execute("PRAGMA mmap_size=0")
+    conn.execute(f"PRAGMA mmap_size={MMAP_SIZE}")

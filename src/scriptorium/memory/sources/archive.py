@@ -5,6 +5,9 @@ complete) and only then replace files, each atomically. Reads cache each parsed 
 (path, mtime_ns, size, inode), so a write path that looks up hundreds of citations parses each
 file once; a cached file costs one ``lstat`` (the per-component symlink check runs when a file
 is (re)read), and only the most recently used files stay cached. Callers that write hold the workspace write lock; this class does not lock.
+
+Paths below the root are handled as strings, never as ``Path`` objects: pathlib interns every
+part of every path it makes, and a ``write --all`` meets new archive files in every session.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ class _Parsed:
     by_anchor: dict[str, Frame]
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
 def _is_v2_rel(rel: str) -> bool:
     parts = rel.split("/")
     return len(parts) == 4 and parts[0] == SOURCES_DIR and parts[2] == V2_DIR
@@ -71,17 +79,17 @@ class SourceArchive:
 
     # ------------------------------------------------------------------ reading
 
-    def _abs(self, rel: str) -> Path:
-        return self.root.joinpath(*rel.split("/"))
+    def _abs(self, rel: str) -> str:
+        return os.path.join(self._root_str, *rel.split("/"))
 
     def _plain_stat(self, rel: str) -> os.stat_result | None:
         """lstat of a regular file reached through no symlink at all, else None."""
-        cur = self.root
+        cur = self._root_str
         st = None
         for part in rel.split("/"):
             if part in ("", ".", ".."):
                 return None
-            cur = cur / part
+            cur = os.path.join(cur, part)
             try:
                 st = os.lstat(cur)
             except (OSError, ValueError):
@@ -110,7 +118,7 @@ class SourceArchive:
             self._cache.pop(rel, None)
             return None
         try:
-            data = self._abs(rel).read_bytes()
+            data = _read(self._abs(rel))
         except OSError:
             return None
         text = read_text(data)
@@ -211,14 +219,14 @@ class SourceArchive:
         parsed = self._load(rel)
         if parsed is None or parsed.v2 is None or parsed.v2.complete:
             raise SourceArchiveError(f"{rel}: not a damaged v2 archive file")
-        data = self._abs(rel).read_bytes()
+        data = _read(self._abs(rel))
         keep = Path(keep_dir) / rel
         keep.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write_bytes(keep, data)
         frames = parsed.frames
         if not frames:
-            self._abs(rel).unlink()
-            fsync_dir(self._abs(rel).parent)
+            os.unlink(self._abs(rel))
+            fsync_dir(os.path.dirname(self._abs(rel)))
             self.written.add(rel)
             self._cache.pop(rel, None)
             return 0
@@ -283,7 +291,8 @@ class SourceArchive:
         plans: list[tuple[str, str, list[str], V2Parse]] = []
         for rel, items in groups.items():
             parsed = self._load(rel)
-            if parsed is None and self._abs(rel).exists() or self._abs(rel).is_symlink():
+            if parsed is None and os.path.exists(self._abs(rel)) or \
+                    os.path.islink(self._abs(rel)):
                 raise SourceArchiveError(f"source archive {rel} is not a plain file")
             existing_ids = set(parsed.by_id) if parsed else set()
             if parsed is not None and not parsed.v2.complete:  # type: ignore[union-attr]
@@ -302,7 +311,7 @@ class SourceArchive:
             if parsed is None:
                 text = render_v2_file(new)
             else:
-                old = read_text(self._abs(rel).read_bytes())
+                old = read_text(_read(self._abs(rel)))
                 text = old + append_separator(old, parsed.v2) + render_v2_frames(new)  # type: ignore[arg-type]
             check = parse_v2(text, rel)
             got = [f.source_id for f in check.frames]
@@ -357,7 +366,7 @@ class SourceArchive:
         check it) is kept as the cached reading of the new file, so the lookups that follow
         a write do not parse it again."""
         target = self._abs(rel)
-        self._makedirs(target.parent)
+        self._makedirs(os.path.dirname(target))
         if self.tmp_dir is not None:
             self.tmp_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, text.encode("utf-8", errors="surrogateescape"),
@@ -368,19 +377,21 @@ class SourceArchive:
         if st is not None:
             self._remember(rel, st, parsed, parsed.frames)  # type: ignore[union-attr]
 
-    def _makedirs(self, path: Path) -> None:
-        """Create missing directories (0700), refusing to walk through a symlink."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        missing: list[Path] = []
+    def _makedirs(self, path: str) -> None:
+        """Create missing directories (0700) between the root and ``path`` (a directory
+        below it), refusing to walk through a symlink."""
+        root = self._root_str
+        os.makedirs(root, exist_ok=True)
+        missing: list[str] = []
         cur = path
-        while not cur.exists() and cur != self.root:
+        while not os.path.exists(cur) and cur != root:
             missing.append(cur)
-            cur = cur.parent
+            cur = os.path.dirname(cur)
         check = path
-        while check != self.root and check != check.parent:
-            if check.is_symlink():
+        while check != root and check != os.path.dirname(check):
+            if os.path.islink(check):
                 raise SourceArchiveError(f"refusing to write through symlink {check}")
-            check = check.parent
+            check = os.path.dirname(check)
         for d in reversed(missing):
-            d.mkdir(mode=0o700)
-            fsync_dir(d.parent)
+            os.mkdir(d, mode=0o700)
+            fsync_dir(os.path.dirname(d))

@@ -53,7 +53,8 @@ def split_source_id(sid: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-@lru_cache(maxsize=4096)  # providers and threads repeat over every frame of a file
+@lru_cache(maxsize=8)  # a file's provider and thread repeat over its frames; bounded, as
+# a write --all meets a new thread in every session
 def pct_encode(s: str) -> str:
     """UTF-8 percent-encoding keeping only ASCII letters, digits and ``- _ . ~`` literal.
 
