@@ -10,7 +10,12 @@ growth first.
 
 Usage:
     python benchmarks/probe_write_all_memory.py [--sessions 1000] [--every 100]
-        [--trace] [--from 200] [--frames 12] [--top 15] [--trim] [--src PATH]
+        [--trace] [--from 200] [--frames 12] [--top 15] [--peaks] [--trim] [--shrink]
+        [--index-cache KB] [--index-mmap BYTES] [--src PATH]
+
+(``--trim``: malloc_trim(0) after each session; ``--shrink``: PRAGMA shrink_memory on every
+connection; ``--index-cache`` / ``--index-mmap``: try other search index settings;
+``--peaks``: each interval's largest Python peak within one session.)
 """
 
 from __future__ import annotations
