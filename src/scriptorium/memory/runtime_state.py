@@ -59,9 +59,7 @@ class RuntimeState:
         return out
 
     def dumps(self) -> str:
-        """One line: ``creation_order`` holds every block of the home and every install
-        rewrites it, so it goes through json's C encoder, which ``indent`` would bypass."""
-        return json.dumps(self.to_obj(), ensure_ascii=False) + "\n"
+        return json.dumps(self.to_obj(), ensure_ascii=False, indent=2) + "\n"
 
 
 def _count(value: Any) -> int | None:
