@@ -112,7 +112,7 @@ def normalised_on_next_job(worker, jobs, sid: str, text: str, monkeypatch) -> tu
 
     whole: list[str] = []
     parsed: list[int] = []
-    real_normalize, real_parse = commit_plan.normalize_topic, topics._Parser.parse
+    real_normalize, real_parse = commit_plan.normalize_topic, topics.Parser.read
 
     def normalizing(text, rel, **kw):
         whole.append(rel)
@@ -124,7 +124,7 @@ def normalised_on_next_job(worker, jobs, sid: str, text: str, monkeypatch) -> tu
 
     with monkeypatch.context() as mp:
         mp.setattr(commit_plan, "normalize_topic", normalizing)
-        mp.setattr(topics._Parser, "parse", parsing)
+        mp.setattr(topics.Parser, "read", parsing)
         say(worker, sid, "Kiln", text)
         assert work(worker, jobs, sid).detail["marked"] == [f"{sid}-0"]
     return sum(parsed), len(whole)
