@@ -10,7 +10,12 @@ has a user turn, so it is written); a retry is written before the retry (then th
 after it (the new head).
 
 For a reader standing on each branch tip, precision@1 asks whether the first hit of the
-query states that branch's own value (and not the other one).
+query states that branch's own value (and not the other one). What tells the branches apart
+is the value's *core*: for a number, the number itself ("359" of "359 thousand euros"), else
+the whole value. A hit stating the core counts, so a claim that files the value in short
+("Budget: 359", as the embedded writer's current state does) is the reader's own value; a
+second figure, ``p_at_1_in_full``, also asks that the hit states the value whole (its unit
+too), which keeps a writer that drops "thousand euros" visible.
 """
 
 from __future__ import annotations
@@ -58,6 +63,20 @@ class Case:
 
 def states(text: str, value: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text) is not None
+
+
+def core(fact_type: str, value: str) -> str:
+    """The part of a value that differs between the branches: a number's digits, else all."""
+    return value.split()[0] if fact_type == "number" else value
+
+
+def states_core(text: str, fact_type: str, value: str) -> bool:
+    """Does ``text`` state the value's core? A number counts as a whole number, not as a
+    part of a date ("12" is not in "2026-12-01") or of another number."""
+    if fact_type != "number":
+        return states(text, value)
+    return re.search(rf"(?<![\w.-]){re.escape(core(fact_type, value))}(?![\w-]|\.\d)",
+                     text) is not None
 
 
 def _codenames(rnd: random.Random, n: int) -> list[str]:
@@ -124,7 +143,7 @@ def _written(mem: Memory, sid: str) -> None:
 def precision(workspace: Any, store: Any, cases: list[Case], *,
               aware: bool) -> dict[str, Any]:
     """precision@1 of each branch's own value, for a reader on every branch tip."""
-    right = total = 0
+    right = in_full = total = 0
     by: dict[str, list[int]] = {}
     for case in cases:
         for tip, value in case.values.items():
@@ -134,12 +153,16 @@ def precision(workspace: Any, store: Any, cases: list[Case], *,
                               head=tip, store=store)
             else:
                 hits = search(workspace, case.query, top_k=1)
-            ok = bool(hits) and states(hits[0].text, value) and not states(hits[0].text, other)
+            text = hits[0].text if hits else ""
+            ok = bool(hits) and states_core(text, case.fact_type, value) and \
+                not states_core(text, case.fact_type, other)
             right += ok
+            in_full += ok and states(text, value)
             total += 1
             for key in (case.kind, case.fact_type):
                 row = by.setdefault(key, [0, 0])
                 row[0] += ok
                 row[1] += 1
     return {"p_at_1": right / total if total else 0.0, "right": right, "readers": total,
+            "p_at_1_in_full": in_full / total if total else 0.0,
             "by": {k: v[0] / v[1] for k, v in sorted(by.items())}}
