@@ -55,3 +55,44 @@ def test_the_kept_summaries_are_bounded(tmp_path, monkeypatch):
         put(db, summary(f"topics/t{n}.md", f"v{n}", (f"s{n}",)))
     assert [db.summary(f"topics/t{n}.md").sha for n in range(10)] == [f"v{n}" for n in range(10)]
     assert len(db._recent) == 4
+
+
+class _RecordingConnection:
+    """The catalog's connection with every SQL text it was asked to run recorded."""
+
+    def __init__(self, conn):
+        self._conn, self.texts = conn, set()
+
+    def execute(self, sql, *args):
+        self.texts.add(sql)
+        return self._conn.execute(sql, *args)
+
+    def executemany(self, sql, *args):
+        self.texts.add(sql)
+        return self._conn.executemany(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+def test_lists_of_any_length_run_as_the_same_statements(tmp_path):
+    """sqlite caches one prepared statement per SQL text: an ``IN (?,?,…)`` per list length
+    filled the cache with statements as the home grew. Every length shares one text now."""
+    db = CatalogDB(tmp_path / "c.sqlite")
+    recording = _RecordingConnection(db.conn)
+    db.conn = recording
+
+    def texts_after(lengths) -> set[str]:
+        for n in lengths:
+            ids = tuple(f"b{n}-{i}" for i in range(n))
+            blocks = tuple(BlockSummary(b, (b,), 3, (), (), (f"s{b}",), False) for b in ids)
+            for rel in ("topics/a.md", "topics/b.md"):  # the same ids twice: duplicates
+                put(db, TopicSummary(rel, f"v{n}", (1, 2, 3, 4), 5, blocks, "T"))
+            assert db.cited([f"s{b}" for b in ids] + ["nowhere"]) == {f"s{b}" for b in ids}
+            with db.transaction():
+                db.drop("topics/a.md")
+                db.drop("topics/b.md")
+        return set(recording.texts)
+
+    few = texts_after([1, 2])
+    assert texts_after(range(3, 40)) == few

@@ -261,14 +261,8 @@ class CatalogDB:
     def cited(self, refs: Iterable[str] | None) -> set[str]:
         if refs is None:
             return {r[0] for r in self.conn.execute("SELECT DISTINCT ref FROM cites")}
-        wanted = list(dict.fromkeys(refs))
-        out: set[str] = set()
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            out.update(r[0] for r in self.conn.execute(
-                f"SELECT DISTINCT ref FROM cites WHERE ref IN ({','.join('?' * len(chunk))})",
-                chunk))
-        return out
+        return {r[0] for r in self.conn.execute(
+            f"SELECT DISTINCT ref FROM cites WHERE ref IN {_IN_LIST}", (_as_list(refs),))}
 
     @property
     def seq(self) -> int:
@@ -334,10 +328,9 @@ class CatalogDB:
         held = [r[0] for r in c.execute("SELECT DISTINCT id FROM ids WHERE path=?", (rel,))]
         for table in _BY_PATH:
             c.execute(f"DELETE FROM {table} WHERE path=?", (rel,))
-        for start in range(0, len(held), 500):
-            chunk = held[start:start + 500]
-            c.execute(f"DELETE FROM dups WHERE id IN ({','.join('?' * len(chunk))}) AND "
-                      "(SELECT COUNT(DISTINCT path) FROM ids WHERE ids.id = dups.id) < 2", chunk)
+        if held:
+            c.execute(f"DELETE FROM dups WHERE id IN {_IN_LIST} AND (SELECT COUNT(DISTINCT "
+                      "path) FROM ids WHERE ids.id = dups.id) < 2", (_as_list(held),))
         return True
 
     def _note(self, rel: str) -> None:
@@ -401,13 +394,21 @@ class _Rows:
 
 def _recount_dups(c: sqlite3.Connection, changed: set[str]) -> None:
     """Keep ``dups`` (ids more than one file holds) right for the ids whose rows changed."""
-    chosen = sorted(changed)
-    for start in range(0, len(chosen), 500):
-        chunk = chosen[start:start + 500]
-        marks = ",".join("?" * len(chunk))
-        c.execute(f"DELETE FROM dups WHERE id IN ({marks})", chunk)
-        c.execute(f"INSERT INTO dups SELECT id FROM ids WHERE id IN ({marks}) GROUP BY id "
-                  "HAVING COUNT(DISTINCT path) > 1", chunk)
+    if not changed:
+        return
+    chosen = _as_list(sorted(changed))
+    c.execute(f"DELETE FROM dups WHERE id IN {_IN_LIST}", (chosen,))
+    c.execute(f"INSERT INTO dups SELECT id FROM ids WHERE id IN {_IN_LIST} GROUP BY id "
+              "HAVING COUNT(DISTINCT path) > 1", (chosen,))
+
+
+# A list of values bound as one JSON array: the same SQL for any length, so sqlite's statement
+# cache holds one statement per query, not one per list length seen (which grew with the home).
+_IN_LIST = "(SELECT value FROM json_each(?))"
+
+
+def _as_list(values: Iterable[str]) -> str:
+    return json.dumps(list(values), ensure_ascii=False)
 
 
 class _Tx:
