@@ -361,13 +361,7 @@ class CommitPlan:
         ws, tx = self.ws, self.tx
         writes: dict[str, bytes | None] = dict(self.writes)
         if self.created:
-            state = ws.load_runtime()
-            rank = max(state.creation_order.values(), default=-1) + 1
-            for block_id in self.created:
-                if block_id not in state.creation_order:
-                    state.creation_order[block_id] = rank
-                    rank += 1
-            writes[f"{ws.runtime_name}/runtime.json"] = state.dumps().encode("utf-8")
+            writes[f"{ws.runtime_name}/runtime.json"] = ws.runtime_with_created(self.created)
         # each installed topic hashed once, for the catalog and the search index alike
         shas = {rel: sha256(data) for rel, doc in self.docs.items()
                 if doc is not None and (data := self.writes.get(rel)) is not None}

@@ -21,7 +21,6 @@ Layout (memory reference §1)::
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -34,7 +33,8 @@ from ..errors import InvalidInput, ScriptoriumError
 from ..fsutil import atomic_write_bytes, atomic_write_text, refuse_symlink, regular_files, safe_join
 from ..gitrepo import GitDamaged, GitRepo, PackPolicy
 from .failures import BlockedBranches
-from .runtime_state import GENERATION_FILE, RuntimeState, read_generation
+from .runtime_state import GENERATION_FILE, RuntimeState, parse_runtime, read_generation, \
+    with_created
 from .sources import SourceArchive
 from .topics import Block, TopicDoc, parse_topic_bytes
 from .tx_result import TransactionResult
@@ -171,14 +171,22 @@ class WorkspaceDir:
     def runtime_path(self) -> Path:
         return self.runtime_dir / "runtime.json"
 
+    def runtime_bytes(self) -> bytes | None:
+        """``runtime.json`` as it is on disk (None: missing or unreadable)."""
+        try:
+            return self.runtime_path.read_bytes()
+        except OSError:
+            return None
+
     def load_runtime(self) -> RuntimeState:
         """Missing, unreadable, not JSON or not an object ⇒ defaults (never raises: a raising
         load would stop this workspace writing forever)."""
-        try:
-            obj = json.loads(self.runtime_path.read_bytes().decode("utf-8"))
-        except (OSError, ValueError):
-            return RuntimeState()
-        return RuntimeState.from_obj(obj)
+        return parse_runtime(self.runtime_bytes())
+
+    def runtime_with_created(self, created: Sequence[str]) -> bytes:
+        """The ``runtime.json`` an install creating ``created`` writes: those blocks ranked
+        after the rest, spliced into the file's bytes (cost follows ``created``)."""
+        return with_created(self.runtime_bytes(), created)
 
     def save_runtime(self, state: RuntimeState) -> None:
         self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import ConcurrentUpdate
-from .runtime_state import RuntimeState
+from .runtime_state import parse_runtime
 from .failures import BlockedBranches
 from .sources import SourceArchive
 from .sources.model import SourceRecord
@@ -283,16 +283,6 @@ class PgSourceArchive(SourceArchive):
             super()._replace(rel, text, parsed)
 
 
-def read_counters(data: bytes | None) -> RuntimeState:
-    """A counters file's bytes as a RuntimeState, as tolerantly as the directory home reads
-    its own (unreadable: defaults)."""
-    try:
-        obj = json.loads(data.decode("utf-8")) if data else None
-    except ValueError:
-        obj = None
-    return RuntimeState.from_obj(obj)
-
-
 class PgBlockOrder:
     """The creation order of memory blocks in a database home (migration ``work``): one
     ``memory_block_order`` row per block an install created, ranked from a sequence in the
@@ -318,7 +308,7 @@ class PgBlockOrder:
         exclusive lock, so no install ranks meanwhile): the file's own map is the order now,
         and later ranks continue after it."""
         conn.execute("DELETE FROM memory_block_order")
-        order = read_counters(data).creation_order
+        order = parse_runtime(data).creation_order
         conn.execute("SELECT setval('memory_block_rank', %s, false)",
                      (max(order.values(), default=-1) + 1,))
 
@@ -337,7 +327,7 @@ class PgBlockOrder:
                               "ORDER BY rank").fetchall()
         if not ranked:
             return saved
-        state = read_counters(saved)
+        state = parse_runtime(saved)
         state.creation_order.update(dict(ranked))
         return state.dumps().encode("utf-8")
 

@@ -57,7 +57,7 @@ from .pg_copies import CopyOps
 from .pg_mirror import MIRROR_PREFIX, RUNTIME_FILE, MirrorOps, is_memory_path, \
     remove_dead_mirrors
 from .pg_parts import (AdvisoryLocks, PathIndex, PgBlockedBranches, PgBlockOrder, PgHistory,
-                       PgSourceArchive, lock_key, read_counters)
+                       PgSourceArchive, lock_key)
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -289,16 +289,16 @@ class PgWorkspace(MirrorOps, CopyOps, Workspace):
         self.refresh(counters=True)
         return super().revision()
 
-    def load_runtime(self) -> RuntimeState:
-        """The counters as the database holds them now. Inside a write step: defaults, since
-        an install reads them only to rank the blocks it creates, which :meth:`_push` does
+    def runtime_bytes(self) -> bytes | None:
+        """The counters file as the database holds it now. Inside a write step: none, since
+        an install reads it only to rank the blocks it creates, which :meth:`_push` does
         in the database (reading the whole order per install would grow with memory)."""
         if getattr(self._local, "step", False):
-            return RuntimeState()
+            return None
         with self.pg.connection() as conn:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                return read_counters(self._order.file(conn))
+                return self._order.file(conn)
 
     def in_write_step(self) -> bool:
         """Whether this thread is inside a write step (:meth:`step_lock`)."""

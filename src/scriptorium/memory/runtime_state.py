@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,97 @@ class RuntimeState:
 
     def dumps(self) -> str:
         return json.dumps(self.to_obj(), ensure_ascii=False, indent=2) + "\n"
+
+
+def parse_runtime(data: bytes | None) -> RuntimeState:
+    """``runtime.json``'s bytes, tolerantly: missing, not UTF-8, not JSON ⇒ defaults."""
+    try:
+        obj = json.loads(data.decode("utf-8")) if data is not None else None
+    except ValueError:
+        obj = None
+    return RuntimeState.from_obj(obj)
+
+
+def with_created(data: bytes | None, created: Sequence[str]) -> bytes:
+    """``runtime.json``'s bytes with ``created`` ranked after every block ranked so far (a
+    block already ranked keeps its place), as ``parse_runtime(data)`` then ``dumps()`` gives.
+
+    ``creation_order`` holds every block of the home, and an install only adds its own: a
+    file in our one-line form is spliced as bytes (its last entry holds the highest rank),
+    so an install's cost follows the blocks it adds, not the size of the home. Any other
+    form (the reference's indented file, a hand edit, a broken file) takes the full parse."""
+    fast = _splice(data, created) if data is not None else None
+    if fast is not None:
+        return fast
+    state = parse_runtime(data)
+    order = state.creation_order
+    rank = max(order.values(), default=-1) + 1
+    for block_id in created:
+        if block_id not in order:
+            order[block_id] = rank
+            rank += 1
+    return state.dumps().encode("utf-8")
+
+
+# Our one-line form, as ``dumps`` writes it with no legacy ``cursors``: keys of plain printable
+# ASCII (no quote, no backslash: dumped as they are), ranks as canonical integers.
+_HEAD = b'{"creation_order": {'
+_RANK = rb"(?:0|[1-9][0-9]*)"
+_KEY = rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'
+_ENTRIES = re.compile(rb"%s: %s(?:, %s: %s)*" % (_KEY, _RANK, _KEY, _RANK))
+_TAIL = re.compile(rb'\}, "write_commits_since_global": %s, "local_batches": %s, '
+                   rb'"local_tokens": %s, "last_global_at": (?:null|"[^"\\\x00-\x1f]*")\}\n\Z'
+                   % (_RANK, _RANK, _RANK))
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]+")
+_TAIL_MAX = 512  # a tail longer than this (a huge last_global_at) takes the full parse
+
+
+def _splice(data: bytes, created: Sequence[str]) -> bytes | None:
+    """The spliced file, or None when ``data`` is not in our form (or an id is not plain)."""
+    if not data.startswith(_HEAD) or not all(_PLAIN_ID.fullmatch(b) for b in created):
+        return None
+    start = len(_HEAD)
+    tail = _TAIL.search(data, max(start, len(data) - _TAIL_MAX))
+    if tail is None:
+        return None
+    end = tail.start()
+    if end == start:
+        rank = 0
+    else:
+        if _ENTRIES.fullmatch(data, start, end) is None:
+            return None
+        last = data[data.rindex(b": ", start, end) + 2:end]
+        if _greater_than(last).search(data, start, end) is not None:
+            return None  # a rank above the last entry's: the full parse finds the highest
+        rank = int(last) + 1
+    try:  # the tail's last_global_at is dumped raw: it must read back as it is
+        data[end:].decode("utf-8")
+    except ValueError:
+        return None
+    added: list[bytes] = []
+    seen: set[str] = set()
+    for block_id in created:
+        key = b'"%s": ' % block_id.encode("ascii")
+        if block_id in seen or data.find(key, start, end) >= 0:
+            continue
+        seen.add(block_id)
+        added.append(key + b"%d" % rank)
+        rank += 1
+    if not added:
+        return data
+    joined = b", ".join(added)
+    return data[:end] + (b", " + joined if end > start else joined) + data[end:]
+
+
+def _greater_than(rank: bytes) -> re.Pattern[bytes]:
+    """A rank (after its ``: ``, before ``,`` or the end) greater than ``rank``: more digits,
+    or as many with a larger digit at the first place they differ."""
+    digits = rank.decode("ascii")
+    alternatives = [r"[0-9]{%d,}" % (len(digits) + 1)]
+    for i, d in enumerate(digits):
+        if d != "9":
+            alternatives.append(f"{digits[:i]}[{int(d) + 1}-9][0-9]{{{len(digits) - i - 1}}}")
+    return re.compile((r": (?:%s)(?=,|\Z)" % "|".join(alternatives)).encode("ascii"))
 
 
 def _count(value: Any) -> int | None:
