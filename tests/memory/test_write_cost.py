@@ -376,3 +376,30 @@ def test_a_write_to_a_long_topic_parses_and_resolves_only_what_it_adds(ws, monke
     size = (ws.root / rel).stat().st_size
     assert sum(parsed) < size + 2_000  # the result once, and the added lines
     assert links == [ids[LONG]]  # only the new footnote's link is made
+
+
+def test_an_install_into_a_home_of_many_blocks_never_builds_the_creation_order(ws, monkeypatch):
+    """runtime.json ranks every block of the home; an install adds its own blocks' ranks to
+    the file's bytes instead of loading the whole order into a dict and dumping it again."""
+    from scriptorium.memory.runtime_state import RuntimeState
+
+    state = ws.load_runtime()
+    state.creation_order.update({f"{i:08x}": len(state.creation_order) + i for i in range(3000)})
+    ws.save_runtime(state)
+    before = ws.runtime_path.read_bytes()
+    built: list[object] = []
+    real = RuntimeState.from_obj.__func__
+
+    def counting(cls, obj):
+        built.append(obj)
+        return real(cls, obj)
+
+    monkeypatch.setattr(RuntimeState, "from_obj", classmethod(counting))
+    result, _ = append_paragraph(ws, "topics/area-0/t0.md", "A new glaze recipe.", ws.ids[13])
+    assert result.created_blocks and built == []
+    monkeypatch.undo()
+    after = ws.load_runtime()
+    top = max(state.creation_order.values())
+    assert after.creation_order == {**state.creation_order,
+                                    **{b: top + 1 + i for i, b in enumerate(result.created_blocks)}}
+    assert ws.runtime_path.read_bytes() == after.dumps().encode() != before
