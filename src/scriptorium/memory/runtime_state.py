@@ -78,7 +78,7 @@ def with_created(data: bytes | None, created: Sequence[str]) -> bytes:
     block already ranked keeps its place), as ``parse_runtime(data)`` then ``dumps()`` gives.
 
     ``creation_order`` holds every block of the home, and an install only adds its own: a
-    file in our one-line form is spliced as bytes (its last entry holds the highest rank),
+    file in our form is spliced as bytes (its last entry holds the highest rank),
     so an install's cost follows the blocks it adds, not the size of the home. Any other
     form (the reference's indented file, a hand edit, a broken file) takes the full parse."""
     fast = _splice(data, created) if data is not None else None
@@ -94,15 +94,16 @@ def with_created(data: bytes | None, created: Sequence[str]) -> bytes:
     return state.dumps().encode("utf-8")
 
 
-# Our one-line form, as ``dumps`` writes it with no legacy ``cursors``: keys of plain printable
-# ASCII (no quote, no backslash: dumped as they are), ranks as canonical integers.
-_HEAD = b'{"creation_order": {'
+# Our form, as ``dumps`` writes it (indent 2, as the reference) with no legacy ``cursors``:
+# keys of plain printable ASCII (no quote, no backslash: dumped as they are), canonical ranks.
+_HEAD = b'{\n  "creation_order": {'
 _RANK = rb"(?:0|[1-9][0-9]*)"
-_KEY = rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'
-_ENTRIES = re.compile(rb"%s: %s(?:, %s: %s)*" % (_KEY, _RANK, _KEY, _RANK))
-_TAIL = re.compile(rb'\}, "write_commits_since_global": %s, "local_batches": %s, '
-                   rb'"local_tokens": %s, "last_global_at": (?:null|"[^"\\\x00-\x1f]*")\}\n\Z'
+_ENTRY = rb'\n    "[\x20\x21\x23-\x5b\x5d-\x7e]*": ' + _RANK
+_ENTRIES = re.compile(rb"%s(?:,%s)*\n  " % (_ENTRY, _ENTRY))
+_TAIL = re.compile(rb'\},\n  "write_commits_since_global": %s,\n  "local_batches": %s,\n  '
+                   rb'"local_tokens": %s,\n  "last_global_at": (?:null|"[^"\\\x00-\x1f]*")\n\}\n\Z'
                    % (_RANK, _RANK, _RANK))
+_CLOSE = b"\n  "  # what ends a non-empty creation_order before its brace
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]+")
 _TAIL_MAX = 512  # a tail longer than this (a huge last_global_at) takes the full parse
 
@@ -121,6 +122,7 @@ def _splice(data: bytes, created: Sequence[str]) -> bytes | None:
     else:
         if _ENTRIES.fullmatch(data, start, end) is None:
             return None
+        end -= len(_CLOSE)  # the last entry ends here
         last = data[data.rindex(b": ", start, end) + 2:end]
         if _greater_than(last).search(data, start, end) is not None:
             return None  # a rank above the last entry's: the full parse finds the highest
@@ -132,7 +134,7 @@ def _splice(data: bytes, created: Sequence[str]) -> bytes | None:
     added: list[bytes] = []
     seen: set[str] = set()
     for block_id in created:
-        key = b'"%s": ' % block_id.encode("ascii")
+        key = b'\n    "%s": ' % block_id.encode("ascii")
         if block_id in seen or data.find(key, start, end) >= 0:
             continue
         seen.add(block_id)
@@ -140,8 +142,10 @@ def _splice(data: bytes, created: Sequence[str]) -> bytes | None:
         rank += 1
     if not added:
         return data
-    joined = b", ".join(added)
-    return data[:end] + (b", " + joined if end > start else joined) + data[end:]
+    joined = b",".join(added)
+    if end == start:  # an empty creation_order: ``{}`` opens up
+        return data[:end] + joined + _CLOSE + data[end:]
+    return data[:end] + b"," + joined + data[end:]
 
 
 def _greater_than(rank: bytes) -> re.Pattern[bytes]:
@@ -152,7 +156,7 @@ def _greater_than(rank: bytes) -> re.Pattern[bytes]:
     for i, d in enumerate(digits):
         if d != "9":
             alternatives.append(f"{digits[:i]}[{int(d) + 1}-9][0-9]{{{len(digits) - i - 1}}}")
-    return re.compile((r": (?:%s)(?=,|\Z)" % "|".join(alternatives)).encode("ascii"))
+    return re.compile((r": (?:%s)(?=,|\n|\Z)" % "|".join(alternatives)).encode("ascii"))
 
 
 def _count(value: Any) -> int | None:
