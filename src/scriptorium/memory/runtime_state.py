@@ -78,9 +78,10 @@ def with_created(data: bytes | None, created: Sequence[str]) -> bytes:
     block already ranked keeps its place), as ``parse_runtime(data)`` then ``dumps()`` gives.
 
     ``creation_order`` holds every block of the home, and an install only adds its own: a
-    file in our form is spliced as bytes (its last entry holds the highest rank),
-    so an install's cost follows the blocks it adds, not the size of the home. Any other
-    form (the reference's indented file, a hand edit, a broken file) takes the full parse."""
+    file in the form ``dumps`` writes (the reference's) is spliced as bytes, its last entry
+    holding the highest rank, so no dict of the whole order is built per install. Any other
+    file (one line, legacy cursors, ids needing escapes, ranks out of order, hand edits,
+    broken) and any id that is not plain take the full parse."""
     fast = _splice(data, created) if data is not None else None
     if fast is not None:
         return fast
