@@ -400,6 +400,6 @@ def test_an_install_into_a_home_of_many_blocks_never_builds_the_creation_order(w
     monkeypatch.undo()
     after = ws.load_runtime()
     top = max(state.creation_order.values())
-    assert after.creation_order == {**state.creation_order,
-                                    **{b: top + 1 + i for i, b in enumerate(result.created_blocks)}}
+    ranked = {b: top + 1 + i for i, b in enumerate(result.created_blocks)}
+    assert after.creation_order == {**state.creation_order, **ranked}
     assert ws.runtime_path.read_bytes() == after.dumps().encode() != before

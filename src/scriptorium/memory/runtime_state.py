@@ -100,7 +100,7 @@ def with_created(data: bytes | None, created: Sequence[str]) -> bytes:
 _HEAD = b'{\n  "creation_order": {'
 _RANK = rb"(?:0|[1-9][0-9]*)"
 _ENTRY = rb'\n    "[\x20\x21\x23-\x5b\x5d-\x7e]*": ' + _RANK
-_ENTRIES = re.compile(rb"%s(?:,%s)*\n  " % (_ENTRY, _ENTRY))
+_ENTRIES = re.compile(rb"%s(?:,%s)*+\n  " % (_ENTRY, _ENTRY))  # possessive: no stack
 _TAIL = re.compile(rb'\},\n  "write_commits_since_global": %s,\n  "local_batches": %s,\n  '
                    rb'"local_tokens": %s,\n  "last_global_at": (?:null|"[^"\\\x00-\x1f]*")\n\}\n\Z'
                    % (_RANK, _RANK, _RANK))
@@ -143,10 +143,10 @@ def _splice(data: bytes, created: Sequence[str]) -> bytes | None:
         rank += 1
     if not added:
         return data
-    joined = b",".join(added)
+    view = memoryview(data)  # one copy of the file: the result, no slices on the way
     if end == start:  # an empty creation_order: ``{}`` opens up
-        return data[:end] + joined + _CLOSE + data[end:]
-    return data[:end] + b"," + joined + data[end:]
+        return b"".join((view[:end], b",".join(added), _CLOSE, view[end:]))
+    return b"".join((view[:end], b",", b",".join(added), view[end:]))
 
 
 def _greater_than(rank: bytes) -> re.Pattern[bytes]:
