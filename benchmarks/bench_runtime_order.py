@@ -18,18 +18,7 @@ import statistics
 import time
 import tracemalloc
 
-from scriptorium.memory.runtime_state import RuntimeState, parse_runtime, with_created
-
-
-def full_parse(data: bytes, created: list[str]) -> bytes:
-    """The install's ranking before the splice: the whole order as a dict."""
-    state = parse_runtime(data)
-    rank = max(state.creation_order.values(), default=-1) + 1
-    for block_id in created:
-        if block_id not in state.creation_order:
-            state.creation_order[block_id] = rank
-            rank += 1
-    return state.dumps().encode("utf-8")
+from scriptorium.memory.runtime_state import RuntimeState, with_created, with_created_parsed
 
 
 def peak(fn, data: bytes, created: list[str]) -> int:
@@ -54,15 +43,15 @@ def main() -> None:
                              "2026-08-10T03:00:04+00:00")
         data = state.dumps().encode("utf-8")
         created = [f"new{i:05d}" for i in range(5)]
-        assert with_created(data, created) == full_parse(data, created)
+        assert with_created(data, created) == with_created_parsed(data, created)
         times: dict[str, list[float]] = {"ours": [], "base": []}
         for _ in range(args.rounds):
-            for name, fn in (("ours", with_created), ("base", full_parse)):
+            for name, fn in (("ours", with_created), ("base", with_created_parsed)):
                 start = time.perf_counter()
                 fn(data, created)
                 times[name].append(time.perf_counter() - start)
         ours, base = (statistics.median(times[k]) * 1000 for k in ("ours", "base"))
-        p_ours, p_base = peak(with_created, data, created), peak(full_parse, data, created)
+        p_ours, p_base = peak(with_created, data, created), peak(with_created_parsed, data, created)
         print(f"{n:>7} {len(data) / 1024:>8.0f} {ours:>8.2f} {base:>8.2f} {ours / base:>6.2f} "
               f"{p_ours / 1024:>13.0f} {p_base / 1024:>13.0f} {p_ours / p_base:>6.2f}")
     print(f"load {os.getloadavg()[0]:.2f}")

@@ -10,22 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scriptorium.memory import runtime_state
-from scriptorium.memory.runtime_state import RuntimeState, parse_runtime, with_created
+from scriptorium.memory.runtime_state import RuntimeState, parse_runtime, with_created, \
+    with_created_parsed
 
 PLAIN = st.text("abcdef0123456789-_", min_size=1, max_size=8)
 ODD = st.text(min_size=0, max_size=6)  # quotes, backslashes, newlines, non-ASCII, ...
 IDS = st.one_of(PLAIN, PLAIN, PLAIN, PLAIN, ODD)
-
-
-def full_path(data: bytes | None, created: list[str]) -> bytes:
-    """What an install wrote before the splice: the whole order loaded, ranked, dumped."""
-    state = parse_runtime(data)
-    rank = max(state.creation_order.values(), default=-1) + 1
-    for block_id in created:
-        if block_id not in state.creation_order:
-            state.creation_order[block_id] = rank
-            rank += 1
-    return state.dumps().encode("utf-8")
 
 
 @st.composite
@@ -61,17 +51,21 @@ def test_ranking_created_blocks_gives_what_the_full_parse_gives(home, data):
     created = data.draw(st.lists(st.one_of(new, st.sampled_from(known)) if known else new,
                                  min_size=1, max_size=6))
     spliced = with_created(before, created)
-    expected = full_path(before, created)
+    expected = with_created_parsed(before, created)
     got, want = parse_runtime(spliced), parse_runtime(expected)
     assert got == want and list(got.creation_order) == list(want.creation_order)
     if ours:
         assert spliced == expected
 
 
+def refuse_whole_parse(*args, **kwargs):
+    raise AssertionError("the file in our form was parsed whole")
+
+
 def test_a_file_in_our_form_is_spliced_without_being_parsed(monkeypatch):
     state = RuntimeState({f"{i:08x}": i for i in range(500)}, 1, 2, 3, "2026-08-10T03:00:04+00:00")
     data = state.dumps().encode()
-    monkeypatch.setattr(runtime_state.json, "loads", lambda *a, **k: pytest_fail())
+    monkeypatch.setattr(runtime_state.json, "loads", refuse_whole_parse)
     out = with_created(data, ["0000abcd", "00000001", "0000abcd", "0000abce"])
     monkeypatch.undo()
     state.creation_order.update({"0000abcd": 500, "0000abce": 501})
@@ -80,10 +74,6 @@ def test_a_file_in_our_form_is_spliced_without_being_parsed(monkeypatch):
 
 def test_a_missing_file_ranks_from_zero():
     assert parse_runtime(with_created(None, ["a", "b", "a"])).creation_order == {"a": 0, "b": 1}
-
-
-def pytest_fail():
-    raise AssertionError("the file in our form was parsed whole")
 
 
 def test_splicing_holds_no_more_than_the_new_file():

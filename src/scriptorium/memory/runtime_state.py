@@ -83,8 +83,12 @@ def with_created(data: bytes | None, created: Sequence[str]) -> bytes:
     file (one line, legacy cursors, ids needing escapes, ranks out of order, hand edits,
     broken) and any id that is not plain take the full parse."""
     fast = _splice(data, created) if data is not None else None
-    if fast is not None:
-        return fast
+    return fast if fast is not None else with_created_parsed(data, created)
+
+
+def with_created_parsed(data: bytes | None, created: Sequence[str]) -> bytes:
+    """:func:`with_created` the long way, for any file: the whole order parsed into a dict,
+    ranked, dumped again (what every install did before the splice)."""
     state = parse_runtime(data)
     order = state.creation_order
     rank = max(order.values(), default=-1) + 1
