@@ -152,6 +152,13 @@ def test_a_correction_on_the_same_line_supersedes_the_older_value(tmp_path):
     assert "- Alert threshold: 150 ms (was 160 ms)[^" in state
 
 
+def test_a_value_keeps_its_scale_word_and_unit():
+    facts = facts_of(batch(("u1", "user", "The venue budget is 359 thousand euros."),
+                           ("u2", "user", "We expect 2 million users by June.")))
+    assert [(f.key, f.value) for f in facts if f.kind == VALUES] == \
+        [("venue budget", "359 thousand euros"), ("users", "2 million users")]
+
+
 def test_values_on_different_lines_do_not_supersede_each_other():
     facts = facts_of(batch(("u1", "user", "The venue budget is 4000 euros."),
                            ("u2", "user", "We expect 40 guests.")))

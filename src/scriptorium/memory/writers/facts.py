@@ -41,6 +41,8 @@ _UNITS = frozenset("""euros eur usd dollars pounds people persons guests seats r
 weeks months hours minutes seconds ms gb mb tb percent cores nodes replicas users items tickets
 km miles kg attendees participants members engineers servers instances connections points
 """.split())
+# Scale words between a number and its unit: "359 thousand euros" is one value, never "359".
+_SCALES = frozenset("hundred thousand million billion trillion".split())
 # Units that count things: "18 attendees", "17 rooms". A sentence naming no measure before
 # such a number ("We expect 18 attendees", "Block 16 rooms") puts it on the line of the
 # thing counted, so later counts of it replace it.
@@ -144,6 +146,9 @@ def value_of(sentence: str) -> tuple[str, str] | None:
         return None
     value = m.group(0).strip()
     after = _WORD.findall(sentence[m.end():])
+    while after and after[0].lower() in _SCALES:
+        value += " " + after[0]
+        after = after[1:]
     if after and after[0].lower() in _UNITS:
         value += " " + after[0]
         after = after[1:]
