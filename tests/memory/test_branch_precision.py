@@ -26,8 +26,9 @@ def test_branch_aware_search_gives_each_branch_its_own_value_first(homes):
 
 
 def test_a_number_filed_without_its_unit_still_counts_as_that_branchs_value():
-    """The embedded writer files "the budget is 359 thousand euros" as "Budget: 359" in the
-    current state: that is the reader's own value (its digits), but not the value in full."""
+    """A writer that files "the budget is 359 thousand euros" as "Budget: 359" (the embedded
+    writer did, before a value kept its scale word) states the reader's own value by its
+    digits, but not the value in full."""
     own, other = "359 thousand euros", "96 thousand euros"
     short = "Budget project tozumi: 359"
     assert branch_facts.states_core(short, "number", own)
