@@ -3,18 +3,20 @@ neither may grow with the number of sessions (each session's archive and topic a
 used and let go; what memory already holds is asked of the on-disk topic catalog).
 
 Homes of 250 / 1,000 / 2,000 sessions (6 short turns each, written straight to disk, cached
-under benchmarks/out/; 40 titles, so each topic file gathers 1/40 of the sessions) are written
-by the real CLI in a child process, ours and (at the sizes asked for) the code of
-``--baseline-rev`` (default b72f057: the search index kept every page its updates touched,
-cached and mapped, for the whole run; bd0982f, before it, normalised each batch's whole
-topic file and parsed it twice; fda7463 left each batch's plan in a reference cycle), one
-after the other at each size;
-the child's peak RSS and CPU come from ``wait4``. The last lines give each side's RSS slope
-per session between neighbouring sizes and its wall and CPU time per session.
+under benchmarks/out/) of two kinds: ``shared``, 40 titles, so each topic file gathers 1/40 of
+the sessions and grows with the home (a batch reads and rewrites its topic: work that does
+grow), and ``bounded``, 5 sessions a title, so every topic stays the same size and only the
+number of sessions grows. Each is written by the real CLI in a child process, ours and (at
+the sizes asked for) the code of ``--baseline-rev`` (default c343fa3: each install compiled a
+pattern for its own rank, and ``re`` kept the last 512 alive; b72f057, before it, kept every
+search index page its updates touched), one after the other at each size; the child's peak
+RSS and CPU come from ``wait4``, the largest topic file is measured after the run. The last
+lines give each side's RSS slope per session between neighbouring sizes and its wall and CPU
+time per session.
 
 Usage:
     python benchmarks/bench_write_all_rss.py [--sessions 250,1000,2000]
-        [--baseline 250,1000,2000] [--baseline-rev REV]
+        [--baseline 250,1000,2000] [--baseline-rev REV] [--homes shared,bounded]
 """
 
 from __future__ import annotations
@@ -33,11 +35,16 @@ from typing import NamedTuple
 from workspaces import OUT, baseline_src, load, ours_src
 
 TURNS = 6
-BASELINE_REV = "b72f057"  # main before the search index gave back its pages between sessions
+BASELINE_REV = "c343fa3"  # main before one rank pattern served a thousand installs
+TITLES = 40  # the shared home's titles
+PER_TITLE = 5  # the bounded home's sessions per title
 
 
-def cached_home(sessions: int) -> Path:
-    path = OUT / f"home-{sessions}-sessions"
+def cached_home(sessions: int, per_title: int | None = None) -> Path:
+    """A home of ``sessions`` sessions: on 40 titles, or ``per_title`` sessions a title."""
+    titles = TITLES if per_title is None else max(1, sessions // per_title)
+    name = f"home-{sessions}-sessions" + ("" if per_title is None else f"-{per_title}-a-title")
+    path = OUT / name
     if (path / ".done").exists():
         return path
     shutil.rmtree(path, ignore_errors=True)
@@ -55,7 +62,7 @@ def cached_home(sessions: int) -> Path:
             (sdir / "history" / f"{i:08d}-{role[0]}-s{s}t{i}.json").write_text(json.dumps(node))
             prev = node["id"]
         (sdir / "meta.json").write_text(json.dumps({
-            "id": f"s{s}", "title": f"Kiln log {s % 40}", "head_id": prev,
+            "id": f"s{s}", "title": f"Kiln log {s % titles}", "head_id": prev,
             "created_at": 1.0, "updated_at": 2.0}))
     (path / ".done").write_text("")
     return path
@@ -65,13 +72,15 @@ class Run(NamedTuple):
     rss_mb: float   # the child's own peak RSS (wait4)
     secs: float     # wall clock
     cpu: float      # the child's user + system CPU seconds
+    topic_kb: float  # the largest topic file after the run
 
 
-def peak_rss(src: Path, sessions: int) -> Run:
+def peak_rss(src: Path, sessions: int, per_title: int | None) -> Run:
     """One ``memory write --all --force`` on a fresh copy of the home, in a child process."""
     with tempfile.TemporaryDirectory(prefix="bench-rss-") as tmp:
         home = Path(tmp) / "home"
-        shutil.copytree(cached_home(sessions), home, ignore=shutil.ignore_patterns(".done"))
+        shutil.copytree(cached_home(sessions, per_title), home,
+                        ignore=shutil.ignore_patterns(".done"))
         env = {**os.environ, "PYTHONPATH": str(src), "SCRIPTORIUM_HOME": str(home)}
         start = time.perf_counter()
         with open(Path(tmp) / "out", "wb") as out, open(Path(tmp) / "err", "wb") as err:
@@ -87,7 +96,10 @@ def peak_rss(src: Path, sessions: int) -> Run:
         if proc.returncode != 0 or failed or len(data.get("sessions", [])) != sessions:
             raise SystemExit(f"write --all failed: "
                              f"{(Path(tmp) / 'err').read_text()[-2000:]} {failed[:2]}")
-        return Run(usage.ru_maxrss / 1024, elapsed, usage.ru_utime + usage.ru_stime)
+        largest = max((f.stat().st_size for f in (home / "memory").rglob("topics/**/*.md")),
+                      default=0)
+        return Run(usage.ru_maxrss / 1024, elapsed, usage.ru_utime + usage.ru_stime,
+                   largest / 1024)
 
 
 def slopes(name: str, curve: dict[int, Run]) -> None:
@@ -105,37 +117,57 @@ def slopes(name: str, curve: dict[int, Run]) -> None:
           f"{hi:,} sessions")
 
 
+def curve(kind: str, sizes: list[int], base_sizes: set[int],
+          baseline_rev: str) -> tuple[dict[int, Run], dict[int, Run]]:
+    """One table: each size run on ours and (where asked) on the baseline."""
+    per_title = None if kind == "shared" else PER_TITLE
+    what = (f"{TITLES} titles: topics grow with the home" if per_title is None
+            else f"{PER_TITLE} sessions a title: topics stay the same size")
+    print(f"\n{kind} home ({what})\n")
+    print("| sessions | largest topic | ours: peak RSS | ours: ms/session (CPU) "
+          "| baseline: peak RSS | baseline: ms/session (CPU) | RSS ours/baseline | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    ours: dict[int, Run] = {}
+    base: dict[int, Run] = {}
+    for n in sizes:
+        run = ours[n] = peak_rss(ours_src(), n, per_title)
+        row = (f"| {n:,} | {run.topic_kb:.0f} kB | {run.rss_mb:.1f} MB "
+               f"| {run.secs / n * 1000:.0f} ({run.cpu / n * 1000:.0f}) ")
+        if n in base_sizes:
+            b = base[n] = peak_rss(baseline_src(baseline_rev), n, per_title)
+            row += (f"| {b.rss_mb:.1f} MB | {b.secs / n * 1000:.0f} ({b.cpu / n * 1000:.0f}) "
+                    f"| {run.rss_mb / b.rss_mb:.2f} ")
+        else:
+            row += "| – | – | – "
+        print(row + f"| {os.getloadavg()[0]:.1f} |", flush=True)
+    print()
+    slopes(f"{kind}, ours", ours)
+    slopes(f"{kind}, baseline", base)
+    return ours, base
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sessions", default="250,1000,2000")
     ap.add_argument("--baseline", default="250,1000,2000",
                     help="sizes also run on the baseline ('' none)")
     ap.add_argument("--baseline-rev", default=BASELINE_REV,
-                    help=f"the commit the baseline runs (default {BASELINE_REV}: before the "
-                         f"search index gave back its pages between sessions)")
+                    help=f"the commit the baseline runs (default {BASELINE_REV}: before one "
+                         f"rank pattern served a thousand installs)")
+    ap.add_argument("--homes", default="shared,bounded",
+                    help="which homes: shared (40 titles), bounded (5 sessions a title)")
     args = ap.parse_args()
     base_sizes = {int(x) for x in args.baseline.split(",") if x}
+    sizes = [int(x) for x in args.sessions.split(",")]
+    kinds = [k for k in args.homes.split(",") if k]
+    unknown = set(kinds) - {"shared", "bounded"}
+    if unknown:
+        raise SystemExit(f"error: unknown home kind {sorted(unknown)[0]!r} (shared, bounded)")
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
-          f"commit {args.baseline_rev}\n")
-    print("| sessions | ours: peak RSS | ours: ms/session (CPU) | baseline: peak RSS "
-          "| baseline: ms/session (CPU) | RSS ours/baseline | load |")
-    print("|---|---|---|---|---|---|---|")
-    ours: dict[int, Run] = {}
-    base: dict[int, Run] = {}
-    for n in (int(x) for x in args.sessions.split(",")):
-        run = ours[n] = peak_rss(ours_src(), n)
-        row = (f"| {n:,} | {run.rss_mb:.1f} MB | {run.secs / n * 1000:.0f} "
-               f"({run.cpu / n * 1000:.0f}) ")
-        if n in base_sizes:
-            b = base[n] = peak_rss(baseline_src(args.baseline_rev), n)
-            row += (f"| {b.rss_mb:.1f} MB | {b.secs / n * 1000:.0f} ({b.cpu / n * 1000:.0f}) "
-                    f"| {run.rss_mb / b.rss_mb:.2f} ")
-        else:
-            row += "| – | – | – "
-        print(row + f"| {os.getloadavg()[0]:.1f} |", flush=True)
+          f"commit {args.baseline_rev}")
+    for kind in kinds:
+        curve(kind, sizes, base_sizes, args.baseline_rev)
     print(f"\nload average at end {load()}")
-    slopes("ours", ours)
-    slopes("baseline", base)
 
 
 if __name__ == "__main__":

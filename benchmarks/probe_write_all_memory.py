@@ -3,19 +3,21 @@
 Writes a fresh copy of a cached benchmark home (``bench_write_all_rss.cached_home``) in this
 process through ``Memory.write_each(force=True)``, and every ``--every`` sessions prints the
 process's resident set split as the kernel counts it (anonymous memory, file pages mapped in,
-the peak), SQLite's own allocator (``sqlite3_memory_used``), the live Python objects after a
+the peak since the last row: VmHWM is reset through ``/proc/self/clear_refs`` after each
+row), SQLite's own allocator (``sqlite3_memory_used``), the live Python objects after a
 full collection and the size of CPython's interned-string table. With ``--trace`` it also
 compares two tracemalloc snapshots (after ``--from`` and at the end) by traceback, largest
 growth first.
 
 Usage:
-    python benchmarks/probe_write_all_memory.py [--sessions 1000] [--every 100]
+    python benchmarks/probe_write_all_memory.py [--sessions 1000] [--every 100] [--per-title N]
         [--trace] [--from 200] [--frames 12] [--top 15] [--peaks] [--trim] [--shrink]
         [--index-cache KB] [--index-mmap BYTES] [--src PATH]
 
 (``--trim``: malloc_trim(0) after each session; ``--shrink``: PRAGMA shrink_memory on every
 connection; ``--index-cache`` / ``--index-mmap``: try other search index settings;
-``--peaks``: each interval's largest Python peak within one session.)
+``--peaks``: each interval's largest Python peak within one session; ``--per-title``: the
+home with N sessions a title, whose topics stay the same size, instead of 40 titles.)
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ def status() -> dict[str, int]:
         if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
             out[key] = int(rest.split()[0])
     return out
+
+
+def reset_peak() -> None:
+    """Start VmHWM again from the current RSS, so the next row's peak is its interval's."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
 
 
 def _sqlite_lib() -> ctypes.CDLL | None:
@@ -186,6 +196,8 @@ def main() -> None:
                     help="try the search index connection with this mmap_size (bytes)")
     ap.add_argument("--shrink", action="store_true",
                     help="PRAGMA shrink_memory on every open connection after each session")
+    ap.add_argument("--per-title", type=int, default=None,
+                    help="N sessions a title (topics stay the same size); default 40 titles")
     ap.add_argument("--src", default=None, help="import scriptorium from here (a baseline)")
     args = ap.parse_args()
     if args.src:
@@ -216,7 +228,7 @@ def main() -> None:
         tracemalloc.start(args.frames if args.trace else 1)
     with tempfile.TemporaryDirectory(prefix="probe-rss-") as tmp:
         home = Path(tmp) / "home"
-        shutil.copytree(cached_home(args.sessions), home, ignore=shutil.ignore_patterns(".done"))
+        shutil.copytree(cached_home(args.sessions, args.per_title), home, ignore=shutil.ignore_patterns(".done"))
         os.environ["SCRIPTORIUM_HOME"] = str(home)
         mem = Memory.open(home)
         first = None
@@ -254,6 +266,7 @@ def main() -> None:
                       f"{len(gc.get_objects())} | {connection_cache(lib)} | "
                       f"{len(os.listdir('/proc/self/task'))} | {top} |", flush=True)
                 top = 0
+                reset_peak()
         print(statements(lib))
         print(f"interned per-session names: {interned_names(args.sessions)}")
         for f in sorted((home / "memory").rglob("*.sqlite")):

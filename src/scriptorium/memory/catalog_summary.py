@@ -63,7 +63,7 @@ def archive_rel(topic_path: str, target: str) -> str | None:
     return _linked(posixpath.dirname(topic_path), link)
 
 
-@lru_cache(maxsize=512)  # a topic's hundreds of footnotes link a few dozen archive files
+@lru_cache(maxsize=64)  # a topic's hundreds of footnotes link a few dozen archive files
 def _linked(folder: str, link: str) -> str | None:
     rel = posixpath.normpath(posixpath.join(folder, link))
     return rel if rel.startswith("sources/") and ".." not in rel.split("/") else None

@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +130,10 @@ def _splice(data: bytes, created: Sequence[str]) -> bytes | None:
             return None
         end -= len(_CLOSE)  # the last entry ends here
         last = data[data.rindex(b": ", start, end) + 2:end]
-        if _greater_than(last).search(data, start, end) is not None:
+        rank = int(last)
+        if _any_greater(data, start, end, rank):
             return None  # a rank above the last entry's: the full parse finds the highest
-        rank = int(last) + 1
+        rank += 1
     try:  # the tail's last_global_at is dumped raw: it must read back as it is
         data[end:].decode("utf-8")
     except ValueError:
@@ -153,15 +155,28 @@ def _splice(data: bytes, created: Sequence[str]) -> bytes | None:
     return b"".join((view[:end], b",", b",".join(added), view[end:]))
 
 
-def _greater_than(rank: bytes) -> re.Pattern[bytes]:
-    """A rank (after its ``: ``, before ``,`` or the end) greater than ``rank``: more digits,
-    or as many with a larger digit at the first place they differ."""
-    digits = rank.decode("ascii")
-    alternatives = [r"[0-9]{%d,}" % (len(digits) + 1)]
+def _any_greater(data: bytes, start: int, end: int, rank: int) -> bool:
+    """Does ``data[start:end]`` hold a rank greater than ``rank``? The pattern asks for ranks
+    at least the thousand ``rank`` lies in, so one compiled pattern serves a thousand installs
+    (one per rank would fill ``re``'s cache and keep hundreds alive over a ``write --all``);
+    the few matches inside that thousand are compared as numbers."""
+    floor = rank - rank % _RANKS_PER_PATTERN
+    return any(int(m[1]) > rank for m in _rank_at_least(floor).finditer(data, start, end))
+
+
+_RANKS_PER_PATTERN = 1000
+
+
+@lru_cache(maxsize=2)  # a write --all moves up through the thousands: keep the current one
+def _rank_at_least(floor: int) -> re.Pattern[bytes]:
+    """A rank (after its ``: ``, before ``,`` or the end) at least ``floor``: more digits, or
+    as many with a larger digit at the first place they differ, or ``floor`` itself."""
+    digits = str(floor)
+    alternatives = [r"[0-9]{%d,}" % (len(digits) + 1), digits]
     for i, d in enumerate(digits):
         if d != "9":
             alternatives.append(f"{digits[:i]}[{int(d) + 1}-9][0-9]{{{len(digits) - i - 1}}}")
-    return re.compile((r": (?:%s)(?=,|\n|\Z)" % "|".join(alternatives)).encode("ascii"))
+    return re.compile((r": (%s)(?=,|\n|\Z)" % "|".join(alternatives)).encode("ascii"))
 
 
 def _count(value: Any) -> int | None:
