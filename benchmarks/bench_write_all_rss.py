@@ -9,8 +9,10 @@ grow), and ``bounded``, 5 sessions a title, so every topic stays the same size a
 number of sessions grows. Each is written by the real CLI in a child process, ours and (at
 the sizes asked for) the code of ``--baseline-rev`` (default c343fa3: each install compiled a
 pattern for its own rank, and ``re`` kept the last 512 alive; b72f057, before it, kept every
-search index page its updates touched), one after the other at each size; the child's peak
-RSS and CPU come from ``wait4``, the largest topic file is measured after the run. The last
+search index page its updates touched), one after the other at each size. Peak RSS is the
+CLI process's own (VmHWM as it exits) and, in brackets, the largest of it and every git it
+ran (``wait4``: a repack maps the history's packs, which grow with the home); CPU comes from
+``wait4``, the largest topic file is measured after the run. The last
 lines give each side's RSS slope per session between neighbouring sizes and its wall and CPU
 time per session.
 
@@ -68,8 +70,23 @@ def cached_home(sessions: int, per_title: int | None = None) -> Path:
     return path
 
 
+# The CLI, with its own peak RSS written to the file named first when it exits: wait4's peak
+# is the largest of the process and every git it ran (a child's peak starts at its parent's
+# RSS, as it is spawned from it, then counts git's own pages: a repack maps the packs).
+CHILD = """import atexit, sys
+out = sys.argv.pop(1)
+def own_peak():
+    with open('/proc/self/status') as f, open(out, 'w') as o:
+        o.write(next(line for line in f if line.startswith('VmHWM:')).split()[1])
+atexit.register(own_peak)
+from scriptorium.cli import main
+main()
+"""
+
+
 class Run(NamedTuple):
-    rss_mb: float   # the child's own peak RSS (wait4)
+    rss_mb: float   # the CLI process's own peak RSS (VmHWM at exit)
+    tree_mb: float  # the peak of it and every git it ran (wait4)
     secs: float     # wall clock
     cpu: float      # the child's user + system CPU seconds
     topic_kb: float  # the largest topic file after the run
@@ -84,8 +101,7 @@ def peak_rss(src: Path, sessions: int, per_title: int | None) -> Run:
         env = {**os.environ, "PYTHONPATH": str(src), "SCRIPTORIUM_HOME": str(home)}
         start = time.perf_counter()
         with open(Path(tmp) / "out", "wb") as out, open(Path(tmp) / "err", "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-c",
-                                     "from scriptorium.cli import main; main()",
+            proc = subprocess.Popen([sys.executable, "-c", CHILD, str(Path(tmp) / "peak"),
                                      "memory", "write", "--all", "--force", "--json"],
                                     env=env, stdout=out, stderr=err)
             _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not the max
@@ -98,7 +114,8 @@ def peak_rss(src: Path, sessions: int, per_title: int | None) -> Run:
                              f"{(Path(tmp) / 'err').read_text()[-2000:]} {failed[:2]}")
         largest = max((f.stat().st_size for f in (home / "memory").rglob("topics/**/*.md")),
                       default=0)
-        return Run(usage.ru_maxrss / 1024, elapsed, usage.ru_utime + usage.ru_stime,
+        own = int((Path(tmp) / "peak").read_text()) / 1024
+        return Run(own, usage.ru_maxrss / 1024, elapsed, usage.ru_utime + usage.ru_stime,
                    largest / 1024)
 
 
@@ -108,10 +125,11 @@ def slopes(name: str, curve: dict[int, Run]) -> None:
     if len(sizes) < 2:
         return
     steps = ", ".join(f"{a:,}->{b:,}: {(curve[b].rss_mb - curve[a].rss_mb) * 1024 / (b - a):+.2f}"
+                      f" ({(curve[b].tree_mb - curve[a].tree_mb) * 1024 / (b - a):+.2f})"
                       for a, b in zip(sizes, sizes[1:]))
     lo, hi = sizes[0], sizes[-1]
     per = {n: (curve[n].secs / n * 1000, curve[n].cpu / n * 1000) for n in (lo, hi)}
-    print(f"{name}: peak RSS slope {steps} kB/session; per session {per[lo][0]:.0f} -> "
+    print(f"{name}: peak RSS slope (with git) {steps} kB/session; per session {per[lo][0]:.0f} -> "
           f"{per[hi][0]:.0f} ms wall ({per[hi][0] / per[lo][0]:.2f}x), {per[lo][1]:.0f} -> "
           f"{per[hi][1]:.0f} ms CPU ({per[hi][1] / per[lo][1]:.2f}x) from {lo:,} to "
           f"{hi:,} sessions")
@@ -124,18 +142,20 @@ def curve(kind: str, sizes: list[int], base_sizes: set[int],
     what = (f"{TITLES} titles: topics grow with the home" if per_title is None
             else f"{PER_TITLE} sessions a title: topics stay the same size")
     print(f"\n{kind} home ({what})\n")
-    print("| sessions | largest topic | ours: peak RSS | ours: ms/session (CPU) "
-          "| baseline: peak RSS | baseline: ms/session (CPU) | RSS ours/baseline | load |")
+    print("| sessions | largest topic | ours: peak RSS (with git) | ours: ms/session (CPU) "
+          "| baseline: peak RSS (with git) | baseline: ms/session (CPU) | RSS ours/baseline "
+          "| load |")
     print("|---|---|---|---|---|---|---|---|")
     ours: dict[int, Run] = {}
     base: dict[int, Run] = {}
     for n in sizes:
         run = ours[n] = peak_rss(ours_src(), n, per_title)
-        row = (f"| {n:,} | {run.topic_kb:.0f} kB | {run.rss_mb:.1f} MB "
+        row = (f"| {n:,} | {run.topic_kb:.0f} kB | {run.rss_mb:.1f} MB ({run.tree_mb:.1f}) "
                f"| {run.secs / n * 1000:.0f} ({run.cpu / n * 1000:.0f}) ")
         if n in base_sizes:
             b = base[n] = peak_rss(baseline_src(baseline_rev), n, per_title)
-            row += (f"| {b.rss_mb:.1f} MB | {b.secs / n * 1000:.0f} ({b.cpu / n * 1000:.0f}) "
+            row += (f"| {b.rss_mb:.1f} MB ({b.tree_mb:.1f}) "
+                    f"| {b.secs / n * 1000:.0f} ({b.cpu / n * 1000:.0f}) "
                     f"| {run.rss_mb / b.rss_mb:.2f} ")
         else:
             row += "| – | – | – "

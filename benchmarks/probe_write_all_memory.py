@@ -27,6 +27,7 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import resource
 import shutil
 import sqlite3
 import sys
@@ -234,8 +235,8 @@ def main() -> None:
         first = None
         print("| sessions | VmRSS | RssAnon | RssFile | VmHWM | sqlite | malloc heap/used "
               "| pymalloc arenas | gc objects | connections cache+stmt | threads | Python peak "
-              "over a session (max, kB) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "over a session (max, kB) | largest child so far (git; kB) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         top = 0
         for k, result in enumerate(mem.write_each(None, force=True), 1):
             if args.peaks:
@@ -264,7 +265,8 @@ def main() -> None:
                 print(f"| {k} | {st['VmRSS']} | {st['RssAnon']} | {st['RssFile']} | "
                       f"{st['VmHWM']} | {sq:.0f} | {heap}/{inuse} | {pymalloc_arenas()} | "
                       f"{len(gc.get_objects())} | {connection_cache(lib)} | "
-                      f"{len(os.listdir('/proc/self/task'))} | {top} |", flush=True)
+                      f"{len(os.listdir('/proc/self/task'))} | {top} | "
+                      f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss} |", flush=True)
                 top = 0
                 reset_peak()
         print(statements(lib))
