@@ -155,6 +155,9 @@ def _splice(data: bytes, created: Sequence[str]) -> bytes | None:
     return b"".join((view[:end], b",", b",".join(added), view[end:]))
 
 
+_RANKS_PER_PATTERN = 100
+
+
 def _any_greater(data: bytes, start: int, end: int, rank: int) -> bool:
     """Does ``data[start:end]`` hold a rank greater than ``rank``? The pattern asks for ranks
     at least the hundred ``rank`` lies in, so one compiled pattern serves a hundred installs
@@ -162,9 +165,6 @@ def _any_greater(data: bytes, start: int, end: int, rank: int) -> bool:
     the few matches inside that hundred are compared as numbers."""
     floor = rank - rank % _RANKS_PER_PATTERN
     return max(map(int, _rank_at_least(floor).findall(data, start, end)), default=-1) > rank
-
-
-_RANKS_PER_PATTERN = 100
 
 
 @lru_cache(maxsize=2)  # a write --all moves up through the hundreds: keep the current one
