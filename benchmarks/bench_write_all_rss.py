@@ -37,7 +37,7 @@ from typing import NamedTuple
 from workspaces import OUT, baseline_src, load, ours_src
 
 TURNS = 6
-BASELINE_REV = "c343fa3"  # main before one rank pattern served a thousand installs
+BASELINE_REV = "c343fa3"  # main before one rank pattern served a hundred installs
 TITLES = 40  # the shared home's titles
 PER_TITLE = 5  # the bounded home's sessions per title
 
@@ -104,7 +104,7 @@ def peak_rss(src: Path, sessions: int, per_title: int | None) -> Run:
             proc = subprocess.Popen([sys.executable, "-c", CHILD, str(Path(tmp) / "peak"),
                                      "memory", "write", "--all", "--force", "--json"],
                                     env=env, stdout=out, stderr=err)
-            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not the max
+            _, status, usage = os.wait4(proc.pid, 0)  # its peak and its gits', not the max
             proc.returncode = os.waitstatus_to_exitcode(status)
         elapsed = time.perf_counter() - start
         data = json.loads((Path(tmp) / "out").read_bytes() or b"{}")
@@ -135,8 +135,7 @@ def slopes(name: str, curve: dict[int, Run]) -> None:
           f"{hi:,} sessions")
 
 
-def curve(kind: str, sizes: list[int], base_sizes: set[int],
-          baseline_rev: str) -> tuple[dict[int, Run], dict[int, Run]]:
+def curve(kind: str, sizes: list[int], base_sizes: set[int], baseline_rev: str) -> None:
     """One table: each size run on ours and (where asked) on the baseline."""
     per_title = None if kind == "shared" else PER_TITLE
     what = (f"{TITLES} titles: topics grow with the home" if per_title is None
@@ -163,7 +162,6 @@ def curve(kind: str, sizes: list[int], base_sizes: set[int],
     print()
     slopes(f"{kind}, ours", ours)
     slopes(f"{kind}, baseline", base)
-    return ours, base
 
 
 def main() -> None:
@@ -173,7 +171,7 @@ def main() -> None:
                     help="sizes also run on the baseline ('' none)")
     ap.add_argument("--baseline-rev", default=BASELINE_REV,
                     help=f"the commit the baseline runs (default {BASELINE_REV}: before one "
-                         f"rank pattern served a thousand installs)")
+                         f"rank pattern served a hundred installs)")
     ap.add_argument("--homes", default="shared,bounded",
                     help="which homes: shared (40 titles), bounded (5 sessions a title)")
     args = ap.parse_args()

@@ -229,7 +229,8 @@ def main() -> None:
         tracemalloc.start(args.frames if args.trace else 1)
     with tempfile.TemporaryDirectory(prefix="probe-rss-") as tmp:
         home = Path(tmp) / "home"
-        shutil.copytree(cached_home(args.sessions, args.per_title), home, ignore=shutil.ignore_patterns(".done"))
+        shutil.copytree(cached_home(args.sessions, args.per_title), home,
+                        ignore=shutil.ignore_patterns(".done"))
         os.environ["SCRIPTORIUM_HOME"] = str(home)
         mem = Memory.open(home)
         first = None
