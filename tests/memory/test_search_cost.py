@@ -101,6 +101,23 @@ def test_a_process_that_only_writes_never_walks_the_topics_for_queries_it_does_n
     assert index.walks == 0
 
 
+def test_a_warm_query_resolves_no_path_and_workspaces_of_one_root_share_its_index(
+        ws, tmp_path, monkeypatch):
+    ids = archive(ws, [("s", "n0", "user", "turn", TS)])
+    write_paragraphs(ws, "topics/a.md", [[("The kiln is hot.", ids, "2026-08-01")]])
+    assert [h.text for h in search(ws, "kiln")] == ["The kiln is hot."]
+    resolved: list = []
+    real = os.path.realpath
+    monkeypatch.setattr(index_mod.os.path, "realpath",
+                        lambda p, *a, **k: resolved.append(p) or real(p, *a, **k))
+    assert [h.text for h in search(ws, "kiln")] == ["The kiln is hot."]
+    assert resolved == []  # its paths were resolved once, by the first query
+    (tmp_path / "link").symlink_to(ws.root)
+    other = Workspace.open(tmp_path / "link")
+    assert SearchIndex.of(other) is SearchIndex.of(ws)
+    assert len(resolved) == 2  # the new workspace object's root and runtime dir, once
+
+
 def test_a_build_writes_every_document_in_one_transaction(ws):
     ids = archive(ws, [("s", f"n{i}", "user", f"turn {i}", TS) for i in range(6)])
     for n in range(6):
