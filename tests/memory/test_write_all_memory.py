@@ -136,3 +136,33 @@ def test_archive_reads_and_writes_intern_no_part_of_their_paths(tmp_path, monkey
     assert archive.canonical_link("topics/t.md", "openprogram/thread-7/m1")
     monkeypatch.setattr(sys, "intern", real)
     assert [t for t in interned if "thread-7" in t] == []
+
+
+def test_a_write_all_updates_the_index_unmapped_after_its_first_session_and_a_query_maps_it(
+        home, monkeypatch):
+    """Through its map, each page an update reads brings the 64 kB around it into the
+    process, so what an update held grew with the index file; after the first session
+    settles, the updates of a write --all read a page at a time (the map stays off), and
+    the next query maps the file again and finds what the writes wrote. The C heap gives
+    its free pages back after every session."""
+    from scriptorium import heap
+    from scriptorium.memory.search import indexfile, search
+
+    given: list[bool] = []
+    real = heap.give_back
+    monkeypatch.setattr(heap, "give_back", lambda: given.append(real()) or given[-1])
+    make_home(home, 3)
+    mem = Memory.open(home, settings=load_settings(home))
+    index = SearchIndex.of(mem.workspace)
+    maps: list[int] = []  # the map each update ran with
+    update = index.update
+    monkeypatch.setattr(index, "update", lambda *a, **k: maps.append(
+        index.connection().execute("PRAGMA mmap_size").fetchone()[0]) or update(*a, **k))
+    for result in mem.write_each(force=True):
+        assert result.failure is None and result.marked, result.failure
+        assert _mapped_kb("search.sqlite") == 0
+    assert len(maps) >= 3 and maps[-2:] == [0, 0] and 0 not in maps[:1]
+    assert given == [True, True, True]
+    hits = search(mem.workspace, "kiln", top_k=3)
+    assert hits and all(h.path.startswith("topics/") for h in hits)
+    assert index.connection().execute("PRAGMA mmap_size").fetchone()[0] == indexfile.MMAP_SIZE

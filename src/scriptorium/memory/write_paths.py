@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from .. import heap
 from ..errors import ScriptoriumError
 from ..timefmt import epoch as _epoch
 from .failures import classify
@@ -86,8 +87,9 @@ def write_each(memory: "MemoryView", ids: list[str], force: bool,
     """Write the sessions ``ids`` one at a time (``force``: the session-boundary path, else
     the per-turn one), each result with what its branches still owe, as soon as it is done;
     a session whose write fails reports it and the others are still written. Between
-    sessions the search index gives back the pages the write cached (:func:`.search.settle`),
-    so what the loop holds follows one session, not the home."""
+    sessions the search index gives back the pages the write cached (:func:`.search.settle`)
+    and the C heap its free pages (:mod:`scriptorium.heap`), so what the loop holds follows
+    one session, not the home."""
     for sid in ids:
         try:
             result = memory.write_session(sid) if force else memory.write_turn(sid)
@@ -98,6 +100,7 @@ def write_each(memory: "MemoryView", ids: list[str], force: bool,
         except ScriptoriumError:
             result.pending = None  # the failure above already says why
         settle(memory.workspace)
+        heap.give_back()
         if progress:
             progress(sid)
         yield result

@@ -50,7 +50,7 @@ from ..runtime_state import read_generation
 from ..topics import TopicDoc
 from .documents import TOP, Resolve, file_documents, kind_of, logical_path
 from . import segments
-from .indexfile import INDEX_FILE, SCHEMA_VERSION, open_index, settle
+from .indexfile import INDEX_FILE, SCHEMA_VERSION, map_for_queries, open_index, settle
 from .rows import KINDS, Rows, replacer_rows
 from .resolve import Resolver
 
@@ -116,6 +116,7 @@ class SearchIndex:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn_id: tuple[int, int] | None = None
+        self._mapped = False  # the connection maps the file (off after settle, until a query)
         self._files: dict[str, FileRow] = {}
         self._data_version: int | None = None
         self._sources_seen: tuple[tuple[str, int], ...] | None = None
@@ -178,7 +179,7 @@ class SearchIndex:
                 log.warning("search index %s unreadable (%s); rebuilding", self.path, exc)
                 remove_files(self.path)
                 conn = open_index(self.path)
-            self._conn, self._conn_id = conn, self._file_id()
+            self._conn, self._conn_id, self._mapped = conn, self._file_id(), True
             self._files, self._data_version = {}, None
             return conn
 
@@ -193,11 +194,13 @@ class SearchIndex:
             self._files, self._data_version = {}, None
 
     def settle(self) -> None:
-        """Let the open connection give back the pages it cached and mapped
-        (:func:`~.indexfile.settle`); between the sessions of a long write."""
+        """Let the open connection give back the pages it cached and mapped, its map off
+        until the next query (:func:`~.indexfile.settle`); between the sessions of a long
+        write."""
         with self._lock:
             if self._conn is not None:
                 settle(self._conn)
+                self._mapped = False
 
     def discard(self) -> None:
         """Throw the index away (it is derived); the next query rebuilds it."""
@@ -473,6 +476,9 @@ class SearchIndex:
         """Run a read query on the index; rows as dicts."""
         with self._lock:
             conn = self.connection()
+            if not self._mapped:
+                map_for_queries(conn)
+                self._mapped = True
             cur = conn.execute(sql, tuple(params))
             names = [d[0] for d in cur.description]
             return [dict(zip(names, values)) for values in cur.fetchall()]
