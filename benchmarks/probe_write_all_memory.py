@@ -14,10 +14,16 @@ Usage:
         [--trace] [--from 200] [--frames 12] [--top 15] [--peaks] [--trim] [--shrink]
         [--index-cache KB] [--index-mmap BYTES] [--src PATH]
 
-(``--trim``: malloc_trim(0) after each session; ``--shrink``: PRAGMA shrink_memory on every
-connection; ``--index-cache`` / ``--index-mmap``: try other search index settings;
-``--peaks``: each interval's largest Python peak within one session; ``--per-title``: the
-home with N sessions a title, whose topics stay the same size, instead of 40 titles.)
+(``--trim``: malloc_trim(0) after each session, which ``write_each`` itself does since
+round 31, so it matters for a ``--src`` baseline; ``--shrink``: PRAGMA shrink_memory on every
+connection; ``--index-cache`` / ``--index-mmap``: try other search index settings (the map
+is the one a connection opens with: since round 31 updates after the first session run
+unmapped);
+``--peaks``: each interval's largest Python peak within one session; ``--phases``: how far
+each step of a session's write takes the resident set above where the step began, mean and
+largest over each interval (VmHWM reset as each step begins, so the VmHWM column then
+holds only the peak since the last step began); ``--per-title``: the home
+with N sessions a title, whose topics stay the same size, instead of 40 titles.)
 """
 
 from __future__ import annotations
@@ -163,6 +169,38 @@ def statements(lib: ctypes.CDLL | None) -> str:
     return "\n".join(lines)
 
 
+def watch_phases(excursions: dict[str, list[int]]) -> None:
+    """Wrap the steps of a session's write so each appends, under its name, how far the
+    resident set rose above where it began (kB; VmHWM is reset as it begins). The steps do
+    not nest, so each reset starts one step's own peak."""
+    from scriptorium.memory import transaction, write_step, writing
+    from scriptorium.memory import search
+    from scriptorium.memory.sources import archive
+    from scriptorium.sessions import store
+
+    def wrap(owner: object, name: str, label: str) -> None:
+        real = getattr(owner, name)
+
+        def step(*args: object, **kw: object) -> object:
+            reset_peak()
+            start = status()["VmRSS"]
+            try:
+                return real(*args, **kw)
+            finally:
+                excursions.setdefault(label, []).append(status()["VmHWM"] - start)
+        setattr(owner, name, step)
+
+    for owner, name, label in (
+            (write_step, "_would_strand", "strand check"),
+            (archive.SourceArchive, "archive", "archive"),
+            (write_step, "cited_sources", "cited?"),
+            (transaction.Transaction, "__init__", "stage"),
+            (search, "update_index", "index update"),
+            (store.SessionStore, "merge_node_metadata_batch", "mark"),
+            (writing.Memory, "still_pending", "still pending")):
+        wrap(owner, name, label)
+
+
 def interned(text: str) -> bool:
     """Is a string equal to ``text`` in CPython's interned-string table? (A fresh copy is
     interned: if another string comes back, one was there. The copy stays interned, so ask
@@ -190,6 +228,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--peaks", action="store_true",
                     help="trace Python allocations (1 frame) for each session's transient peak")
+    ap.add_argument("--phases", action="store_true",
+                    help="each step's own rise of the resident set, mean and largest a row")
     ap.add_argument("--trim", action="store_true", help="malloc_trim(0) after each session")
     ap.add_argument("--index-cache", type=int, default=None,
                     help="try the search index connection with this cache_size (kB)")
@@ -227,6 +267,9 @@ def main() -> None:
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     if args.trace or args.peaks:
         tracemalloc.start(args.frames if args.trace else 1)
+    excursions: dict[str, list[int]] = {}
+    if args.phases:
+        watch_phases(excursions)
     with tempfile.TemporaryDirectory(prefix="probe-rss-") as tmp:
         home = Path(tmp) / "home"
         shutil.copytree(cached_home(args.sessions, args.per_title), home,
@@ -269,6 +312,11 @@ def main() -> None:
                       f"{len(os.listdir('/proc/self/task'))} | {top} | "
                       f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss} |", flush=True)
                 top = 0
+                if excursions:
+                    print("|  | " + ", ".join(
+                        f"{label} {sum(v) // len(v)}/{max(v)}"
+                        for label, v in excursions.items()) + " (kB, mean/largest) |")
+                    excursions.clear()
                 reset_peak()
         print(statements(lib))
         print(f"interned per-session names: {interned_names(args.sessions)}")

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import gc
 import platform
+import weakref
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,24 @@ def test_freed_blocks_below_a_live_one_leave_the_resident_set_when_given_back():
 def test_without_the_c_librarys_trim_nothing_is_done_and_it_says_so(monkeypatch):
     monkeypatch.setattr(heap, "_TRIM", None)
     assert heap.give_back() is False
+
+
+def test_a_collecting_give_back_frees_objects_only_a_cycle_kept():
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # type: ignore[attr-defined]
+    gone = weakref.ref(a)
+    was_enabled = gc.isenabled()
+    gc.disable()  # only the give-back may collect it
+    try:
+        del a, b
+        assert gone() is not None
+        heap.give_back()
+        assert gone() is not None  # a trim alone frees no object
+        heap.give_back(collect=True)
+        assert gone() is None
+    finally:
+        if was_enabled:
+            gc.enable()

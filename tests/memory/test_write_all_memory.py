@@ -143,14 +143,16 @@ def test_a_write_all_updates_the_index_unmapped_after_its_first_session_and_a_qu
     """Through its map, each page an update reads brings the 64 kB around it into the
     process, so what an update held grew with the index file; after the first session
     settles, the updates of a write --all read a page at a time (the map stays off), and
-    the next query maps the file again and finds what the writes wrote. The C heap gives
-    its free pages back after every session."""
+    the next query maps the file again and finds what the writes wrote. The heap gives its
+    free pages back after every session, after a full collection every COLLECT_EVERY."""
     from scriptorium import heap
     from scriptorium.memory.search import indexfile, search
 
-    given: list[bool] = []
+    given: list[bool] = []  # whether each give-back ran a full collection
     real = heap.give_back
-    monkeypatch.setattr(heap, "give_back", lambda: given.append(real()) or given[-1])
+    monkeypatch.setattr(heap, "COLLECT_EVERY", 2)
+    monkeypatch.setattr(heap, "give_back", lambda *, collect=False: given.append(collect)
+                        or real(collect=collect))
     make_home(home, 3)
     mem = Memory.open(home, settings=load_settings(home))
     index = SearchIndex.of(mem.workspace)
@@ -162,7 +164,7 @@ def test_a_write_all_updates_the_index_unmapped_after_its_first_session_and_a_qu
         assert result.failure is None and result.marked, result.failure
         assert _mapped_kb("search.sqlite") == 0
     assert len(maps) >= 3 and maps[-2:] == [0, 0] and 0 not in maps[:1]
-    assert given == [True, True, True]
+    assert given == [False, True, False]  # a full collection every COLLECT_EVERY sessions
     hits = search(mem.workspace, "kiln", top_k=3)
     assert hits and all(h.path.startswith("topics/") for h in hits)
     assert index.connection().execute("PRAGMA mmap_size").fetchone()[0] == indexfile.MMAP_SIZE

@@ -88,9 +88,9 @@ def write_each(memory: "MemoryView", ids: list[str], force: bool,
     the per-turn one), each result with what its branches still owe, as soon as it is done;
     a session whose write fails reports it and the others are still written. Between
     sessions the search index gives back the pages the write cached (:func:`.search.settle`)
-    and the C heap its free pages (:mod:`scriptorium.heap`), so what the loop holds follows
+    and the heap its free memory (:mod:`scriptorium.heap`), so what the loop holds follows
     one session, not the home."""
-    for sid in ids:
+    for n, sid in enumerate(ids, 1):
         try:
             result = memory.write_session(sid) if force else memory.write_turn(sid)
         except ScriptoriumError as exc:
@@ -100,7 +100,7 @@ def write_each(memory: "MemoryView", ids: list[str], force: bool,
         except ScriptoriumError:
             result.pending = None  # the failure above already says why
         settle(memory.workspace)
-        heap.give_back()
+        heap.give_back(collect=n % heap.COLLECT_EVERY == 0)
         if progress:
             progress(sid)
         yield result
