@@ -4,9 +4,9 @@ Over a ``write --all`` the resident set crept up with the sessions written while
 use stayed flat: glibc's malloc keeps what a process frees for its next allocations and hands
 back only the top of its heap, so its free pages end up scattered between live blocks; and
 CPython keeps freed objects on its free lists, whose pools hold their arenas, until a full
-collection empties them. Measured in one process, the resident set between sessions rose
-+0.9 kB a session from 400 to 1,300 sessions; with a full collection every
-``COLLECT_EVERY`` sessions and ``malloc_trim(0)`` after each, +0.4 kB.
+collection empties them. Measured in one process, with ``malloc_trim(0)`` after each
+session the resident set between sessions still rose +0.9 kB a session from 400 to 1,300
+sessions; with a full collection every ``COLLECT_EVERY`` sessions too, +0.4 kB.
 
 ``malloc_trim(0)`` returns every free page of every arena (0.1 ms on a 10 MB heap, against
 some 90 ms a session); a full collection costs 10-25 ms, so it runs once in
