@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -211,6 +213,28 @@ def test_streamable_http_on_loopback_serves_the_same_tools(home: Path) -> None:
         assert got == expected
         assert "query" in bad
     finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_printed_http_address_accepts_connections_as_soon_as_it_is_printed(
+        home: Path) -> None:
+    """The server is stopped the moment its line is read: the kernel still completes a
+    connection to the printed address (it waits in the listen backlog), so a client that
+    connects at once is never refused, however slowly the server goes on starting."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scriptorium", "--home", str(home), "mcp",
+         "--http", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        proc.send_signal(signal.SIGSTOP)
+        port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=30):
+            pass
+    finally:
+        proc.send_signal(signal.SIGCONT)
         proc.terminate()
         proc.wait(timeout=30)
 

@@ -251,9 +251,12 @@ async def _serve_http(server: MCPServer, host: str, port: int) -> None:
     except OSError as exc:
         sock.close()
         raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # Listening before the address is printed: a client that connects as soon as it reads
+    # the line waits in the backlog until the server accepts, instead of being refused.
+    sock.listen(config.backlog)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     print(f"scriptorium mcp: serving http://{shown}:{bound}/mcp", file=sys.stderr, flush=True)
-    app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
