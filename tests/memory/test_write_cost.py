@@ -83,6 +83,26 @@ def test_a_commit_parses_only_the_file_the_writer_changed(ws, monkeypatch):
     assert asked and {real(rel, target) for rel, target in asked} == {ws.ids[FILES]}
 
 
+def test_a_write_resolves_no_path_to_find_its_catalog_and_workspaces_of_one_root_share_it(
+        ws, tmp_path, monkeypatch):
+    TopicCatalog.of(ws).refresh()
+    resolved: list[str] = []  # the paths the catalog module resolved (other modules check
+    real = os.path.realpath   # that what they write stays inside the workspace)
+
+    def realpath(p, *a, **k):
+        if sys._getframe(1).f_code.co_filename == catalog_mod.__file__:
+            resolved.append(p)
+        return real(p, *a, **k)
+
+    monkeypatch.setattr(os.path, "realpath", realpath)
+    append_paragraph(ws, "topics/area-0/t0.md", "A new fact.", ws.ids[FILES])
+    assert resolved == []  # the workspace's root was resolved once, by its first use
+    (tmp_path / "link").symlink_to(ws.root)
+    other = Workspace.open(tmp_path / "link")
+    assert TopicCatalog.of(other) is TopicCatalog.of(ws)
+    assert resolved == [other.root]  # the new workspace object's root, once
+
+
 def test_an_old_footnote_is_resolved_by_the_archive_again_once_its_file_was_replaced(ws):
     """The archive replaces a file by rename on each write: the catalog's resolution of a
     footnote into it is not used after that (a deleted or rewritten archive is seen)."""

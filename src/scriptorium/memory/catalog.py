@@ -30,6 +30,7 @@ directories change (evidence archived later), as the search index does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -39,7 +40,8 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol
+from weakref import WeakKeyDictionary
 
 from .catalog_db import DB_FILE, BlockSummary, CatalogDB, FileState, IdView, TopicSummary
 from .catalog_summary import (
@@ -96,10 +98,20 @@ class TopicCatalog:
         self.parses = 0                       # files parsed so far (tests count them)
         self.scans = 0                        # walks of topics/ so far (tests count them)
 
+    _roots: "WeakKeyDictionary[Any, str]" = WeakKeyDictionary()  # workspace -> its real root
+
     @classmethod
     def of(cls, workspace: CatalogPlace) -> "TopicCatalog":
-        key = f"{os.getpid()}:{os.path.realpath(workspace.root)}"
+        """The catalog of ``workspace`` in this process, shared by every workspace object
+        of the same root (each object's root resolved once, not at every write)."""
         with cls._instances_lock:
+            try:
+                root = cls._roots[workspace]
+            except (KeyError, TypeError):  # TypeError: an object no weak reference can name
+                root = os.path.realpath(workspace.root)
+                with contextlib.suppress(TypeError):
+                    cls._roots[workspace] = root
+            key = f"{os.getpid()}:{root}"
             catalog = cls._instances.get(key)
             if catalog is None:
                 own = getattr(workspace, "new_catalog", None)  # a database home brings its own
