@@ -1,5 +1,5 @@
 """A writer from another package is found through the ``scriptorium.writers`` entry points
-and used from the CLI, exactly like the built-in ones: a tiny package is built in a temporary
+and used from the CLI, exactly like the built-in ones (whose names stay theirs): a tiny package is built in a temporary
 directory and installed, with this project, into a temporary virtualenv (offline)."""
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ version = "1.0"
 
 [project.entry-points."scriptorium.writers"]
 thirdparty = "thirdparty_writer:make"
+embedded = "thirdparty_writer:make"
 '''
 
 
@@ -114,3 +115,11 @@ def test_a_writer_installed_from_another_package_is_used_by_memory_write(tmp_pat
     again = run(scriptorium, "memory", "write", "s", "--force", env=env)
     assert again.returncode == 0, again.stderr
     assert len(log.read_text().splitlines()) == 2
+
+    # a package that registers a built-in writer's name does not replace it
+    (home / "config.toml").write_text('[writer]\nkind = "embedded"\n')
+    run(scriptorium, "session", "add", "s", "--role", "user", "--text", "And a pool.", env=env)
+    ours = run(scriptorium, "memory", "write", "s", "--force", "--json", env=env)
+    assert ours.returncode == 0, ours.stderr
+    assert json.loads(ours.stdout)["sessions"][0]["marked"]
+    assert len(log.read_text().splitlines()) == 2  # the plug-in was not handed the batch

@@ -3,6 +3,9 @@ register there like any third party (tests/test_thirdparty_writer.py installs on
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -30,6 +33,17 @@ def test_make_writer_builds_each_built_in_from_its_entry_point():
     llm = make_writer("llm", Settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="m"))
     assert isinstance(llm, LLMWriter) and (llm.name, llm.repair_attempts) == ("llm", 1)
     assert llm.base_url == "http://127.0.0.1:9/v1"
+
+
+def test_a_built_in_writer_is_built_without_scanning_the_installed_packages():
+    """The metadata scan imports importlib.metadata and 34 modules, 1.8 MB, at every start."""
+    code = ("import sys\n"
+            "from scriptorium.memory.writers import make_writer\n"
+            "print(type(make_writer('embedded')).__name__, 'importlib.metadata' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["EmbeddedWriter", "False"]
 
 
 def test_an_unknown_writer_is_one_line_naming_the_registered_ones(tmp_path):
