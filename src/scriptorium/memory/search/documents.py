@@ -46,7 +46,12 @@ def cjk_grams(text: str, *, for_query: bool = False) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=1024)
+# A file's documents all carry its path, so the two caches below serve one file at a time:
+# a few entries are enough, and more would keep a string for every topic of a long write.
+PATH_CACHE = 64
+
+
+@lru_cache(maxsize=PATH_CACHE)
 def path_words(path: str) -> str:
     """``topics/projects/budget-plan.md`` -> ``projects budget plan`` (the folder and file
     names say what a topic is about)."""
@@ -58,7 +63,7 @@ def path_words(path: str) -> str:
     return " ".join(" ".join(WORD_RE.findall(p)) for p in parts if p != "_v2")
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=PATH_CACHE)
 def logical_path(path: str) -> str:
     """A v2 archive path also answers to its legacy logical path (``sources/p/_v2/t.md`` ->
     ``sources/p/t.md``), so one prefix filter finds both."""
