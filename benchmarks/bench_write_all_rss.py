@@ -14,11 +14,13 @@ CLI process's own (VmHWM as it exits) and, in brackets, the largest of it and ev
 ran (``wait4``: a repack maps the history's packs, which grow with the home); CPU comes from
 ``wait4``, the largest topic file is measured after the run. The last
 lines give each side's RSS slope per session between neighbouring sizes and its wall and CPU
-time per session.
+time per session. After each table, ours on the largest home as it went: its peak so far and
+resident set every ``--curve`` sessions written (the issue asks that the peak of one run not
+grow with the sessions it writes), and their rise per session after the first 500.
 
 Usage:
     python benchmarks/bench_write_all_rss.py [--sessions 250,1000,2000]
-        [--baseline 250,1000,2000] [--baseline-rev REV] [--homes shared,bounded]
+        [--baseline 250,1000,2000] [--baseline-rev REV] [--homes shared,bounded] [--curve 250]
 """
 
 from __future__ import annotations
@@ -73,12 +75,28 @@ def cached_home(sessions: int, per_title: int | None = None) -> Path:
 # The CLI, with its own peak RSS written to the file named first when it exits: wait4's peak
 # is the largest of the process and every git it ran (a child's peak starts at its parent's
 # RSS, as it is spawned from it, then counts git's own pages: a repack maps the packs).
+# With a second argument N > 0, it also writes its VmHWM and VmRSS (kB) to stderr after every
+# N sessions written (the within-run curve: --curve).
 CHILD = """import atexit, sys
-out = sys.argv.pop(1)
+out, every = sys.argv.pop(1), int(sys.argv.pop(1))
+def status():
+    with open('/proc/self/status') as f:
+        return {k: v.split()[0] for k, _, v in (line.partition(':') for line in f)
+                if k in ('VmHWM', 'VmRSS')}
 def own_peak():
-    with open('/proc/self/status') as f, open(out, 'w') as o:
-        o.write(next(line for line in f if line.startswith('VmHWM:')).split()[1])
+    with open(out, 'w') as o:
+        o.write(status()['VmHWM'])
 atexit.register(own_peak)
+if every:
+    from scriptorium.memory import writing
+    each = writing.Memory.write_each
+    def write_each(self, *args, **kw):
+        for n, result in enumerate(each(self, *args, **kw), 1):
+            if n % every == 0:
+                st = status()
+                print(f'curve {n} {st["VmHWM"]} {st["VmRSS"]}', file=sys.stderr, flush=True)
+            yield result
+    writing.Memory.write_each = write_each
 from scriptorium.cli import main
 main()
 """
@@ -90,10 +108,12 @@ class Run(NamedTuple):
     secs: float     # wall clock
     cpu: float      # the child's user + system CPU seconds
     topic_kb: float  # the largest topic file after the run
+    curve: list[tuple[int, int, int]]  # (sessions written, VmHWM, VmRSS in kB) every --curve
 
 
-def peak_rss(src: Path, sessions: int, per_title: int | None) -> Run:
-    """One ``memory write --all --force`` on a fresh copy of the home, in a child process."""
+def peak_rss(src: Path, sessions: int, per_title: int | None, every: int = 0) -> Run:
+    """One ``memory write --all --force`` on a fresh copy of the home, in a child process
+    (its peak and resident set after every ``every`` sessions written too, when not 0)."""
     with tempfile.TemporaryDirectory(prefix="bench-rss-") as tmp:
         home = Path(tmp) / "home"
         shutil.copytree(cached_home(sessions, per_title), home,
@@ -102,7 +122,7 @@ def peak_rss(src: Path, sessions: int, per_title: int | None) -> Run:
         start = time.perf_counter()
         with open(Path(tmp) / "out", "wb") as out, open(Path(tmp) / "err", "wb") as err:
             proc = subprocess.Popen([sys.executable, "-c", CHILD, str(Path(tmp) / "peak"),
-                                     "memory", "write", "--all", "--force", "--json"],
+                                     str(every), "memory", "write", "--all", "--force", "--json"],
                                     env=env, stdout=out, stderr=err)
             _, status, usage = os.wait4(proc.pid, 0)  # its peak and its gits', not the max
             proc.returncode = os.waitstatus_to_exitcode(status)
@@ -115,8 +135,11 @@ def peak_rss(src: Path, sessions: int, per_title: int | None) -> Run:
         largest = max((f.stat().st_size for f in (home / "memory").rglob("topics/**/*.md")),
                       default=0)
         own = int((Path(tmp) / "peak").read_text()) / 1024
+        curve = [(int(n), int(hwm), int(rss)) for _, n, hwm, rss in
+                 (line.split() for line in (Path(tmp) / "err").read_text().splitlines()
+                  if line.startswith("curve "))]
         return Run(own, usage.ru_maxrss / 1024, elapsed, usage.ru_utime + usage.ru_stime,
-                   largest / 1024)
+                   largest / 1024, curve)
 
 
 def slopes(name: str, curve: dict[int, Run]) -> None:
@@ -135,8 +158,29 @@ def slopes(name: str, curve: dict[int, Run]) -> None:
           f"{hi:,} sessions")
 
 
-def curve(kind: str, sizes: list[int], base_sizes: set[int], baseline_rev: str) -> None:
-    """One table: each size run on ours and (where asked) on the baseline."""
+def within_run(kind: str, run: Run) -> None:
+    """Ours on the largest home, as it went: the peak so far and the resident set after
+    every so many sessions written, and how much each rose a session after the first 500
+    (the bounded caches and SQLite's page caches fill over those)."""
+    if not run.curve:
+        return
+    print(f"\n{kind}, ours on the largest home as it went (the CLI's own VmHWM and VmRSS)\n")
+    print("| sessions written | peak so far | resident |")
+    print("|---|---|---|")
+    for n, hwm, rss in run.curve:
+        print(f"| {n:,} | {hwm / 1024:.1f} MB | {rss / 1024:.1f} MB |")
+    after = [row for row in run.curve if row[0] >= 500]
+    if len(after) >= 2:
+        (n0, h0, r0), (n1, h1, r1) = after[0], after[-1]
+        print(f"\n{kind}, ours from {n0:,} to {n1:,} sessions written: peak so far "
+              f"{(h1 - h0) / (n1 - n0):+.2f} kB/session, resident {(r1 - r0) / (n1 - n0):+.2f} "
+              f"kB/session")
+
+
+def curve(kind: str, sizes: list[int], base_sizes: set[int], baseline_rev: str,
+          every: int = 0) -> None:
+    """One table: each size run on ours and (where asked) on the baseline; with ``every``,
+    ours on the largest size also reports how its memory went as it wrote."""
     per_title = None if kind == "shared" else PER_TITLE
     what = (f"{TITLES} titles: topics grow with the home" if per_title is None
             else f"{PER_TITLE} sessions a title: topics stay the same size")
@@ -148,7 +192,7 @@ def curve(kind: str, sizes: list[int], base_sizes: set[int], baseline_rev: str) 
     ours: dict[int, Run] = {}
     base: dict[int, Run] = {}
     for n in sizes:
-        run = ours[n] = peak_rss(ours_src(), n, per_title)
+        run = ours[n] = peak_rss(ours_src(), n, per_title, every if n == max(sizes) else 0)
         row = (f"| {n:,} | {run.topic_kb:.0f} kB | {run.rss_mb:.1f} MB ({run.tree_mb:.1f}) "
                f"| {run.secs / n * 1000:.0f} ({run.cpu / n * 1000:.0f}) ")
         if n in base_sizes:
@@ -162,6 +206,7 @@ def curve(kind: str, sizes: list[int], base_sizes: set[int], baseline_rev: str) 
     print()
     slopes(f"{kind}, ours", ours)
     slopes(f"{kind}, baseline", base)
+    within_run(kind, ours[max(sizes)])
 
 
 def main() -> None:
@@ -174,6 +219,9 @@ def main() -> None:
                          f"rank pattern served a hundred installs)")
     ap.add_argument("--homes", default="shared,bounded",
                     help="which homes: shared (40 titles), bounded (5 sessions a title)")
+    ap.add_argument("--curve", type=int, default=250,
+                    help="on the largest home, ours' peak and resident set every N sessions "
+                         "written (0: not)")
     args = ap.parse_args()
     base_sizes = {int(x) for x in args.baseline.split(",") if x}
     sizes = [int(x) for x in args.sessions.split(",")]
@@ -184,7 +232,7 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}; load average at start {load()}; baseline = "
           f"commit {args.baseline_rev}")
     for kind in kinds:
-        curve(kind, sizes, base_sizes, args.baseline_rev)
+        curve(kind, sizes, base_sizes, args.baseline_rev, args.curve)
     print(f"\nload average at end {load()}")
 
 
