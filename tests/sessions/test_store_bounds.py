@@ -5,6 +5,8 @@ Counted, never timed."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 from scriptorium.sessions import SessionStore
@@ -67,3 +69,22 @@ def test_a_lock_held_is_never_let_go(tmp_path, monkeypatch):
     finally:
         release.set()
         thread.join()
+
+
+def test_marking_a_batch_interns_no_node_file_name(tmp_path, monkeypatch):
+    """CPython 3.11's pathlib interns every part of a path it builds: a ``Path`` per node
+    marked put one more name into the interpreter's string table, whose resizes (a whole
+    new table, held beside the old for a moment) then came the sooner the more turns a
+    long write marked."""
+    root = tmp_path / "sessions"
+    make_chain(root, "s", 40)
+    store = SessionStore(root, git=False)
+    store.line("s")
+    names = set(os.listdir(root / "s" / "history"))
+    interned: list[str] = []
+    real = sys.intern
+    monkeypatch.setattr(sys, "intern", lambda text: interned.append(text) or real(text))
+    store.merge_node_metadata_batch("s", {f"n{i}": {MARK: "w-1"} for i in range(40)})
+    assert not names & set(interned)
+    monkeypatch.undo()
+    assert [n[MARK] for n in SessionStore(root, git=False).get_branch("s")] == ["w-1"] * 40

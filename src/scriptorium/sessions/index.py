@@ -278,7 +278,9 @@ class SessionIndex(NodeGraph):
         """Adopt a node file this process just wrote under the session lock: the index
         learns the node from the bytes it wrote, with one ``stat`` of that file."""
         try:
-            st = os.stat(self.hist / name)
+            # a string path: ``Path / name`` would intern the name (CPython 3.11's pathlib
+            # interns every part), one new entry in the interpreter's table per node marked
+            st = os.stat(os.path.join(self.hist, name))
             key = (st.st_ino, st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
             return
