@@ -4,6 +4,7 @@ and BM25 ranks the best raw matches instead of every match, with the same answer
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import sqlite3
@@ -116,6 +117,20 @@ def test_a_warm_query_resolves_no_path_and_workspaces_of_one_root_share_its_inde
     other = Workspace.open(tmp_path / "link")
     assert SearchIndex.of(other) is SearchIndex.of(ws)
     assert len(resolved) == 2  # the new workspace object's root and runtime dir, once
+
+
+def test_the_index_keeps_no_row_per_topic_file_in_the_process(ws):
+    """A file's row is read from the index file when it is needed and let go: kept, they
+    were one per topic (0.66 kB each) in every process that wrote or queried memory, and
+    all read again whenever another process had written."""
+    ids = archive(ws, [("s", f"n{i}", "user", f"turn {i}", TS) for i in range(30)])
+    for n in range(30):
+        write_paragraphs(ws, f"topics/t{n}.md", [[(f"Kiln {n} fired.", [ids[n]], "2026-08-01")]])
+    assert len(search(ws, "kiln", top_k=50)) == 30
+    SearchIndex.of(ws).update(["topics/t3.md"])
+    gc.collect()
+    assert not [o for o in gc.get_objects() if type(o) is index_mod.FileRow]
+    assert SearchIndex.of(ws).count() == 30 and not SearchIndex.of(ws).is_stale()
 
 
 def test_a_build_writes_every_document_in_one_transaction(ws):

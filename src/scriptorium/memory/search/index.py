@@ -7,7 +7,8 @@ workspace's install counter (0 before the first install): when no install happen
 last looked, it trusts what it holds, without a ``stat`` per topic file; otherwise, and at
 least every ``FULL_CHECK_NS``, it compares a fingerprint of each topic file (mtime, ctime,
 size, inode) with what it indexed, so a topic hand-edited outside any transaction is re-read
-(within that interval). When that check falls due during a write in a process that queries,
+(within that interval). Those fingerprints are rows of the index file, read when needed: a
+process keeps nothing per topic file. When that check falls due during a write in a process that queries,
 the write's install hook does it, so the query after a write costs what a warm one does.
 Deleting the file loses nothing: the next query rebuilds it from the topics (and the archive,
 when sources are searched).
@@ -91,6 +92,20 @@ class FileRow:
         return is_racy(self.fingerprint, self.checked_ns)
 
 
+# A file's row as FileRow reads it. The rows are asked of the file when needed, not kept in
+# the process: a process that writes or queries memory would hold one per topic (0.66 kB).
+_ROW = "kind, mtime_ns, ctime_ns, size, ino, sha, checked_ns, unresolved"
+
+
+def _file_row(got: tuple[Any, ...]) -> FileRow:
+    return FileRow(got[0], (got[1], got[2], got[3], got[4]), got[5], got[6], got[7])
+
+
+def _row(conn: sqlite3.Connection, rel: str) -> FileRow | None:
+    got = conn.execute(f"SELECT {_ROW} FROM files WHERE path=?", (rel,)).fetchone()
+    return None if got is None else _file_row(got)
+
+
 def _generation(runtime_dir: Path) -> int:
     """The install counter; 0 before the first install (topics that came without one, copied
     or hand-written, are seen by the periodic full check like any hand edit)."""
@@ -117,10 +132,8 @@ class SearchIndex:
         self._conn: sqlite3.Connection | None = None
         self._conn_id: tuple[int, int] | None = None
         self._mapped = False  # the connection maps the file (off after settle, until a query)
-        self._files: dict[str, FileRow] = {}
-        self._data_version: int | None = None
         self._sources_seen: tuple[tuple[str, int], ...] | None = None
-        self._generation: int | None = None   # the install counter our topic rows match
+        self._generation: int | None = None   # the install counter our last walk saw
         self._walked_ns = 0                   # when topics were last checked file by file
         self.walks = 0                        # full walks so far (tests count them)
 
@@ -180,7 +193,7 @@ class SearchIndex:
                 remove_files(self.path)
                 conn = open_index(self.path)
             self._conn, self._conn_id, self._mapped = conn, self._file_id(), True
-            self._files, self._data_version = {}, None
+            self._generation = None  # a new file: the next query walks the topics
             return conn
 
     def close(self) -> None:
@@ -191,7 +204,7 @@ class SearchIndex:
                 except sqlite3.Error:  # pragma: no cover - closing a broken handle
                     pass
             self._conn, self._conn_id = None, None
-            self._files, self._data_version = {}, None
+            self._generation = None
 
     def settle(self) -> None:
         """Let the open connection give back the pages it cached and mapped, its map off
@@ -210,20 +223,14 @@ class SearchIndex:
 
     # -- what is on disk --------------------------------------------------------------------
 
-    def _sync_rows(self, conn: sqlite3.Connection) -> None:
-        """Reload the fingerprint table when another connection committed since we read it."""
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if version == self._data_version and self._files:
-            return
-        self._files = {
-            row[0]: FileRow(row[1], (row[2], row[3], row[4], row[5]), row[6], row[7], row[8])
-            for row in conn.execute("SELECT path, kind, mtime_ns, ctime_ns, size, ino, sha, "
-                                    "checked_ns, unresolved FROM files")}
-        self._data_version = version
-
-    def _changed(self, kinds: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
-        """(files to re-read, files gone, racy files whose content still matches)."""
+    def _changed(self, conn: sqlite3.Connection,
+                 kinds: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
+        """(files to re-read, files gone, racy files whose content still matches): the walk
+        compares each file with its row, all read for it and let go after."""
         kinds = tuple(kinds)
+        known = {got[0]: _file_row(got[1:]) for got in conn.execute(
+            f"SELECT path, {_ROW} FROM files WHERE kind IN ({','.join('?' * len(kinds))})",
+            kinds)}
         disk: dict[str, os.stat_result] = {}
         for kind in kinds:
             disk.update(markdown_files(self.root, TOP[kind]))
@@ -231,7 +238,7 @@ class SearchIndex:
         settled: list[str] = []
         now = time.time_ns()
         for rel, st in disk.items():
-            row = self._files.get(rel)
+            row = known.get(rel)
             if row is None or row.fingerprint != fingerprint(st):
                 todo.append(rel)
             elif row.racy():
@@ -244,7 +251,7 @@ class SearchIndex:
                     todo.append(rel)
                 elif not replace(row, checked_ns=now).racy():
                     settled.append(rel)  # old enough now: its fingerprint can be trusted
-        gone = [rel for rel, row in self._files.items() if row.kind in kinds and rel not in disk]
+        gone = [rel for rel in known if rel not in disk]
         return sorted(todo), sorted(gone), settled
 
     # -- keeping it current ---------------------------------------------------------------
@@ -259,12 +266,11 @@ class SearchIndex:
             conn = self.connection()
             generation = _generation(self.runtime_dir)
             now = time.time_ns()
-            if not full and kinds == ("topic",) and self._files \
+            if not full and kinds == ("topic",) \
                     and generation == self._generation and now - self._walked_ns < FULL_CHECK_NS:
                 return 0  # no install since we looked, and our last walk is recent
-            self._sync_rows(conn)
             self._mark_indexed(conn, kinds)
-            todo, gone, settled = self._changed(kinds)
+            todo, gone, settled = self._changed(conn, kinds)
             self.walks += 1
             done = self._apply(conn, todo, gone, settled) if (todo or gone or settled) else 0
             self._generation, self._walked_ns = generation, now
@@ -284,11 +290,11 @@ class SearchIndex:
         in ``parsed`` are not asked of the archive again."""
         with self._lock:
             conn = self.connection()
-            self._sync_rows(conn)
             wanted = {p for p in (str(p).replace(os.sep, "/") for p in paths) if kind_of(p)}
             signature = sources_signature(self.root)
             if signature != self._sources_seen:  # something was archived since: look again
-                wanted |= {rel for rel, row in self._files.items() if row.unresolved}
+                wanted |= {got[0] for got in
+                           conn.execute("SELECT path FROM files WHERE unresolved")}
             indexed = self._indexed_kinds(conn) | {"topic"}  # sources: only once asked for
             wanted = {p for p in wanted if kind_of(p) in indexed}
             todo, gone = [], []
@@ -300,7 +306,7 @@ class SearchIndex:
                     present = False
                 if present:
                     todo.append(rel)
-                elif rel in self._files:
+                elif _row(conn, rel) is not None:
                     gone.append(rel)
             done = self._apply(conn, todo, gone, [], force=True, parsed=parsed, refs=refs) \
                 if todo or gone else 0
@@ -332,10 +338,9 @@ class SearchIndex:
             if not self.path.exists():
                 return True
             conn = self.connection()
-            self._sync_rows(conn)
             if not (set(kinds) - {"topic"}) <= self._indexed_kinds(conn):
                 return True  # sources never indexed (topics: the walk below decides)
-            todo, gone, _ = self._changed(kinds)
+            todo, gone, _ = self._changed(conn, kinds)
             return bool(todo or gone)
 
     def count(self, kind: str | None = None) -> int:
@@ -368,8 +373,8 @@ class SearchIndex:
         resolver = Resolver(self.sources)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            self._sync_rows(conn)  # another process may have indexed some of these already
-            rows = Rows(conn)
+            rows = Rows(conn)  # the files' rows are read inside: another process may have
+            # indexed some of these already
             building = rows.first_id == 1
             if building:
                 segments.pause_merges(conn)
@@ -389,7 +394,7 @@ class SearchIndex:
                 if given is not None and given[2] != data:
                     given = None  # the file changed since that install: hash and parse it
                 sha = given[0] if given is not None else sha256(data)
-                row = self._files.get(rel)
+                row = _row(conn, rel)
                 fp = fingerprint(st)
                 if row is not None and row.sha == sha and not (force and row.unresolved):
                     conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
@@ -429,20 +434,8 @@ class SearchIndex:
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self._files, self._data_version = {}, None
             raise
-        self._reload(conn, [*todo, *gone, *settled])  # our commit leaves data_version as is
         return reindexed
-
-    def _reload(self, conn: sqlite3.Connection, paths: list[str]) -> None:
-        for rel in paths:
-            row = conn.execute("SELECT kind, mtime_ns, ctime_ns, size, ino, sha, checked_ns, "
-                               "unresolved FROM files WHERE path=?", (rel,)).fetchone()
-            if row is None:
-                self._files.pop(rel, None)
-            else:
-                self._files[rel] = FileRow(row[0], (row[1], row[2], row[3], row[4]), row[5],
-                                           row[6], row[7])
 
     @staticmethod
     def _forget(rows: Rows, rel: str) -> None:

@@ -20,7 +20,7 @@ from .rows import TABLES
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "8"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
+SCHEMA_VERSION = "9"  # 2: contentless FTS (text stored once, in docs); 3: claims carry the
 # speakers of the turns they cite; 4: each path stored once per document (``file`` and
 # ``logical`` computed), dates keyed by document without a rowid; 5: paths and headings
 # stored once (a number per document, see rows.py), ``docs`` a view; 6: date ranges as
@@ -28,7 +28,9 @@ SCHEMA_VERSION = "8"  # 2: contentless FTS (text stored once, in docs); 3: claim
 # documents listed as id ranges in its row (rows.id_ranges), no index on doc_rows(file); a
 # document's kind a number, its dates, sources and speakers stored compactly (rows._stored),
 # its first date range in its row (doc_dates holds the others); 8: a write's postings merged
-# into a one-page tail segment at once, the build's segment above it (segments.py)
+# into a one-page tail segment at once, the build's segment above it (segments.py); 9: the
+# files whose citations did not all resolve found by an index (files_unresolved), as no
+# process keeps the files' rows
 
 MMAP_SIZE = 256 << 20  # how much of the file a connection maps (see open_index)
 
