@@ -84,6 +84,7 @@ class TopicCatalog:
     _instances_lock = threading.Lock()
     _open: "OrderedDict[int, TopicCatalog]" = OrderedDict()  # catalogs holding a connection
     MAX_OPEN = 8  # past this, the least recently opened catalog's file is closed
+    _roots: "WeakKeyDictionary[Any, str]" = WeakKeyDictionary()  # workspace -> its real root
 
     def __init__(self, root: Path, sources: "SourceArchive", runtime_dir: Path | None = None):
         self.root = Path(root)
@@ -97,8 +98,6 @@ class TopicCatalog:
         self.history_seq: int | None = None   # the seq this process last committed to git at
         self.parses = 0                       # files parsed so far (tests count them)
         self.scans = 0                        # walks of topics/ so far (tests count them)
-
-    _roots: "WeakKeyDictionary[Any, str]" = WeakKeyDictionary()  # workspace -> its real root
 
     @classmethod
     def of(cls, workspace: CatalogPlace) -> "TopicCatalog":
