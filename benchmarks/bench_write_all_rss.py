@@ -161,7 +161,8 @@ def slopes(name: str, curve: dict[int, Run]) -> None:
 def within_run(kind: str, run: Run) -> None:
     """Ours on the largest home, as it went: the peak so far and the resident set after
     every so many sessions written, and how much each rose a session after the first 500
-    (the bounded caches and SQLite's page caches fill over those)."""
+    (the bounded caches and SQLite's page caches fill over those, and CPython's
+    interned-string table is rebuilt once: benchmarks/README.md, round 32)."""
     if not run.curve:
         return
     print(f"\n{kind}, ours on the largest home as it went (the CLI's own VmHWM and VmRSS)\n")

@@ -8,8 +8,9 @@ last looked, it trusts what it holds, without a ``stat`` per topic file; otherwi
 least every ``FULL_CHECK_NS``, it compares a fingerprint of each topic file (mtime, ctime,
 size, inode) with what it indexed, so a topic hand-edited outside any transaction is re-read
 (within that interval). Those fingerprints are rows of the index file, read when needed: a
-process keeps nothing per topic file. When that check falls due during a write in a process that queries,
-the write's install hook does it, so the query after a write costs what a warm one does.
+process keeps nothing per topic file. When that check falls due during a write in a process
+that queries, the write's install hook does it, so the query after a write costs what a warm
+one does.
 Deleting the file loses nothing: the next query rebuilds it from the topics (and the archive,
 when sources are searched).
 
@@ -373,8 +374,9 @@ class SearchIndex:
         resolver = Resolver(self.sources)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            rows = Rows(conn)  # the files' rows are read inside: another process may have
-            # indexed some of these already
+            # each file's row is read inside the transaction: another process may have
+            # indexed some of these files already
+            rows = Rows(conn)
             building = rows.first_id == 1
             if building:
                 segments.pause_merges(conn)
