@@ -140,6 +140,32 @@ def test_archive_reads_and_writes_intern_no_part_of_their_paths(tmp_path, monkey
     assert [t for t in interned if "thread-7" in t] == []
 
 
+def test_the_catalog_and_the_search_index_read_a_topic_again_interning_no_part_of_its_path(
+        home, monkeypatch):
+    """As the archive: each time the catalog or the index read a topic through a ``Path``,
+    its file name went into the interned-string table again (it had died in between), four
+    new entries of about nine a session in a long write."""
+    from scriptorium.memory.catalog import TopicCatalog
+
+    make_home(home, 1)
+    mem = Memory.open(home, settings=load_settings(home))
+    assert all(r.failure is None for r in mem.write_each(force=True))
+    [rel] = [p for p in TopicCatalog.of(mem.workspace).paths()]
+    topic = mem.workspace.root / rel
+    topic.write_text(topic.read_text() + "\nA line added by hand.\n")  # both must read it
+    name = rel.rsplit("/", 1)[1]
+    interned: list[str] = []
+    real = sys.intern
+    catalog, index = TopicCatalog.of(mem.workspace), SearchIndex.of(mem.workspace)
+    parses = catalog.parses
+    monkeypatch.setattr(sys, "intern", lambda text: interned.append(text) or real(text))
+    catalog.refresh()
+    assert index.update([rel]) == 1
+    monkeypatch.setattr(sys, "intern", real)
+    assert name not in interned
+    assert catalog.parses == parses + 1 and not index.is_stale()  # both read the new text
+
+
 def test_a_write_all_updates_the_index_unmapped_after_its_first_session_and_a_query_maps_it(
         home, monkeypatch):
     """Through its map, each page an update reads brings the 64 kB around it into the

@@ -50,7 +50,7 @@ from .catalog_summary import (
 )
 from .fingerprints import Fingerprint, fingerprint, is_racy, sha256
 from .topics import TopicDoc, parse_topic_bytes
-from .walk import markdown_files, sources_signature
+from .walk import lstat_rel, markdown_files, read_rel, sources_signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sources import SourceArchive
@@ -208,7 +208,7 @@ class TopicCatalog:
             if old is not None and old.fp == fp and not is_racy(fp, old.checked_ns):
                 continue
             try:
-                data = (self.root / rel).read_bytes()
+                data = read_rel(self.root, rel)
             except OSError:
                 learnt.append(rel)
                 continue
@@ -301,7 +301,7 @@ class TopicCatalog:
                     learnt.append(rel)
                     continue
                 try:
-                    st = os.lstat(self.root / rel)
+                    st = lstat_rel(self.root, rel)
                 except OSError:
                     learnt.append(rel)
                     continue

@@ -11,6 +11,19 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
+def read_rel(root: Path, rel: str) -> bytes:
+    """The bytes of ``root/rel``. Opened by a string path, as :func:`lstat_rel` stats one:
+    building a ``Path`` would intern each part of ``rel`` (CPython 3.11's pathlib), one more
+    entry of the interpreter's string table each time a long write reads a topic again."""
+    with open(os.path.join(root, rel), "rb") as f:
+        return f.read()
+
+
+def lstat_rel(root: Path, rel: str) -> os.stat_result:
+    """``lstat`` of ``root/rel`` (see :func:`read_rel`)."""
+    return os.lstat(os.path.join(root, rel))
+
+
 def markdown_files(root: Path, top: str) -> dict[str, os.stat_result]:
     """Every ``*.md`` under ``root/top`` reached without a symlink, with its lstat."""
     out: dict[str, os.stat_result] = {}

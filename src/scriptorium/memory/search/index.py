@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ...errors import ConcurrentUpdate, ReasonCode
 from ...sqlitefile import remove_files
 from ..fingerprints import Fingerprint, fingerprint, is_racy, sha256
-from ..walk import markdown_files, sources_signature
+from ..walk import lstat_rel, markdown_files, read_rel, sources_signature
 from ..sources import SourceArchive
 from ..runtime_state import read_generation
 from ..topics import TopicDoc
@@ -244,7 +244,7 @@ class SearchIndex:
                 todo.append(rel)
             elif row.racy():
                 try:
-                    data = (self.root / rel).read_bytes()
+                    data = read_rel(self.root, rel)
                 except OSError:
                     todo.append(rel)
                     continue
@@ -301,7 +301,7 @@ class SearchIndex:
             todo, gone = [], []
             for rel in sorted(wanted):
                 try:
-                    st = os.lstat(self.root / rel)
+                    st = lstat_rel(self.root, rel)
                     present = stat.S_ISREG(st.st_mode)
                 except OSError:
                     present = False
@@ -387,8 +387,8 @@ class SearchIndex:
                 conn.execute("UPDATE files SET checked_ns=? WHERE path=?", (now, rel))
             for rel in todo:
                 try:
-                    st = os.lstat(self.root / rel)
-                    data = (self.root / rel).read_bytes()
+                    st = lstat_rel(self.root, rel)
+                    data = read_rel(self.root, rel)
                 except OSError:
                     self._forget(rows, rel)
                     continue
