@@ -19,6 +19,7 @@ import time
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterator
+from weakref import WeakKeyDictionary
 
 from .errors import ConcurrentUpdate, CorruptFile, InvalidInput
 
@@ -86,6 +87,25 @@ def refuse_symlink(path: Path | str, what: str = "path") -> None:
     """Raise InvalidInput when ``path`` is a symlink: we never write through one."""
     if os.path.islink(path):
         raise InvalidInput(f"refusing to write through symlink {what} {path}")
+
+
+_REAL: "WeakKeyDictionary[Any, dict[str, str]]" = WeakKeyDictionary()
+_REAL_LOCK = threading.Lock()
+
+
+def real_path_of(owner: Any, attr: str) -> str:
+    """``os.path.realpath`` of ``owner.<attr>``, resolved once per owner object, for objects
+    whose paths never change (a workspace's root and runtime dir): resolving costs a
+    ``stat`` per path component, which every write and query would pay to find its shared
+    catalog, index or stage. An owner no weak reference can name is resolved every time."""
+    with _REAL_LOCK:
+        try:
+            known = _REAL.setdefault(owner, {})
+        except TypeError:
+            return os.path.realpath(getattr(owner, attr))
+        if attr not in known:
+            known[attr] = os.path.realpath(getattr(owner, attr))
+        return known[attr]
 
 
 def safe_join(root: Path, relpath: str, what: str = "path") -> Path:

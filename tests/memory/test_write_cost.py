@@ -86,11 +86,14 @@ def test_a_commit_parses_only_the_file_the_writer_changed(ws, monkeypatch):
 def test_a_write_resolves_no_path_to_find_its_catalog_and_workspaces_of_one_root_share_it(
         ws, tmp_path, monkeypatch):
     TopicCatalog.of(ws).refresh()
-    resolved: list[str] = []  # the paths the catalog module resolved (other modules check
-    real = os.path.realpath   # that what they write stays inside the workspace)
+    resolved: list[str] = []  # the paths resolved for the catalog module (other modules
+    real = os.path.realpath   # check that what they write stays inside the workspace)
 
     def realpath(p, *a, **k):
-        if sys._getframe(1).f_code.co_filename == catalog_mod.__file__:
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "real_path_of":  # fsutil's, on behalf of its caller
+            caller = caller.f_back
+        if caller.f_code.co_filename == catalog_mod.__file__:
             resolved.append(p)
         return real(p, *a, **k)
 
@@ -101,6 +104,26 @@ def test_a_write_resolves_no_path_to_find_its_catalog_and_workspaces_of_one_root
     other = Workspace.open(tmp_path / "link")
     assert TopicCatalog.of(other) is TopicCatalog.of(ws)
     assert resolved == [other.root]  # the new workspace object's root, once
+
+
+def test_a_second_write_resolves_no_path_to_find_its_shared_catalog_index_and_stage(
+        ws, monkeypatch):
+    append_paragraph(ws, "topics/area-0/t0.md", "A new fact.", ws.ids[FILES])
+    resolved: list[str] = []
+    real = os.path.realpath
+    owners = {catalog_mod.__file__, index_mod.__file__, stage_mod.__file__}
+
+    def realpath(p, *a, **k):
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "real_path_of":  # fsutil's, on behalf of its caller
+            caller = caller.f_back
+        if caller.f_code.co_filename in owners:
+            resolved.append(p)
+        return real(p, *a, **k)
+
+    monkeypatch.setattr(os.path, "realpath", realpath)
+    append_paragraph(ws, "topics/area-1/t1.md", "Another fact.", ws.ids[FILES + 1])
+    assert resolved == []  # the workspace's root and runtime dir were resolved by the first
 
 
 def test_an_old_footnote_is_resolved_by_the_archive_again_once_its_file_was_replaced(ws):

@@ -30,7 +30,6 @@ directories change (evidence archived later), as the search index does.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -40,9 +39,9 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol
-from weakref import WeakKeyDictionary
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol
 
+from ..fsutil import real_path_of
 from .catalog_db import DB_FILE, BlockSummary, CatalogDB, FileState, IdView, TopicSummary
 from .catalog_summary import (
     Resolve, archive_key, archive_rel, block_summary, key_of, name_keys, slug, summarize,
@@ -84,7 +83,6 @@ class TopicCatalog:
     _instances_lock = threading.Lock()
     _open: "OrderedDict[int, TopicCatalog]" = OrderedDict()  # catalogs holding a connection
     MAX_OPEN = 8  # past this, the least recently opened catalog's file is closed
-    _roots: "WeakKeyDictionary[Any, str]" = WeakKeyDictionary()  # workspace -> its real root
 
     def __init__(self, root: Path, sources: "SourceArchive", runtime_dir: Path | None = None):
         self.root = Path(root)
@@ -104,13 +102,7 @@ class TopicCatalog:
         """The catalog of ``workspace`` in this process, shared by every workspace object
         of the same root (each object's root resolved once, not at every write)."""
         with cls._instances_lock:
-            try:
-                root = cls._roots[workspace]
-            except (KeyError, TypeError):  # TypeError: an object no weak reference can name
-                root = os.path.realpath(workspace.root)
-                with contextlib.suppress(TypeError):
-                    cls._roots[workspace] = root
-            key = f"{os.getpid()}:{root}"
+            key = f"{os.getpid()}:{real_path_of(workspace, 'root')}"
             catalog = cls._instances.get(key)
             if catalog is None:
                 own = getattr(workspace, "new_catalog", None)  # a database home brings its own

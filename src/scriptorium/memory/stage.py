@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from ..fsutil import atomic_write_json
+from ..fsutil import atomic_write_json, real_path_of
 from .catalog import TopicCatalog
 from .fingerprints import RACY_FINE_NS, Fingerprint, fingerprint, sha256
 
@@ -253,7 +253,7 @@ _POOL_LOCK = threading.Lock()
 
 
 def _key(workspace: "WorkspaceDir") -> str:
-    return f"{os.getpid()}:{os.path.realpath(workspace.runtime_dir)}"
+    return f"{os.getpid()}:{real_path_of(workspace, 'runtime_dir')}"
 
 
 def checkout(workspace: "WorkspaceDir", catalog: TopicCatalog) -> Stage:

@@ -29,7 +29,6 @@ until it is old enough for its fingerprint to be trusted.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -38,12 +37,12 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from weakref import WeakKeyDictionary
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ...errors import ConcurrentUpdate, ReasonCode
+from ...fsutil import real_path_of
 from ...sqlitefile import remove_files
 from ..fingerprints import Fingerprint, fingerprint, is_racy, sha256
 from ..walk import lstat_rel, markdown_files, read_rel, sources_signature
@@ -144,22 +143,12 @@ class SearchIndex:
     _instances_lock = threading.Lock()
     _MAX_OPEN = 16  # least recently used indexes beyond this are closed (file handles)
 
-    # Each workspace object's resolved paths: resolving them is a stat per path component,
-    # a tenth of a warm query at 0.5 MB, and a workspace object never changes its paths.
-    _keys: "WeakKeyDictionary[Any, tuple[str, str]]" = WeakKeyDictionary()
-
     @classmethod
     def of(cls, workspace: Any) -> "SearchIndex":
         """The index of ``workspace``, shared by every workspace object of the same root so
         its caches are reused."""
         with cls._instances_lock:
-            try:
-                key = cls._keys[workspace]
-            except (KeyError, TypeError):  # TypeError: an object no weak reference can name
-                key = (os.path.realpath(workspace.root),
-                       os.path.realpath(workspace.runtime_dir))
-                with contextlib.suppress(TypeError):
-                    cls._keys[workspace] = key
+            key = (real_path_of(workspace, "root"), real_path_of(workspace, "runtime_dir"))
             index = cls._instances.get(key)
             if index is None:
                 index = cls(workspace.root, workspace.runtime_dir, workspace.sources)
