@@ -87,6 +87,7 @@ class FileRow:
     sha: str
     checked_ns: int
     unresolved: int
+    id: int = 0  # the row's id in ``files`` (its documents are listed under it)
 
     def racy(self) -> bool:
         return is_racy(self.fingerprint, self.checked_ns)
@@ -94,11 +95,11 @@ class FileRow:
 
 # A file's row as FileRow reads it. The rows are asked of the file when needed, not kept in
 # the process: a process that writes or queries memory would hold one per topic (0.66 kB).
-_ROW = "kind, mtime_ns, ctime_ns, size, ino, sha, checked_ns, unresolved"
+_ROW = "kind, mtime_ns, ctime_ns, size, ino, sha, checked_ns, unresolved, id"
 
 
 def _file_row(got: tuple[Any, ...]) -> FileRow:
-    return FileRow(got[0], (got[1], got[2], got[3], got[4]), got[5], got[6], got[7])
+    return FileRow(got[0], (got[1], got[2], got[3], got[4]), got[5], got[6], got[7], got[8])
 
 
 def _row(conn: sqlite3.Connection, rel: str) -> FileRow | None:
@@ -391,8 +392,7 @@ class SearchIndex:
                     conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
                                  "checked_ns=? WHERE path=?", (*fp, now, rel))
                     continue
-                file = int(conn.execute("SELECT id FROM files WHERE path=?", (rel,))
-                           .fetchone()[0]) if row is not None else 0
+                file = row.id if row is not None else 0
                 old = rows.old(file) if row is not None else {}
                 known, resolve = None, resolver.resolve
                 if given is not None and old and refs is not None and kind_of(rel) == "topic":
