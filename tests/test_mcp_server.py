@@ -4,6 +4,7 @@ written to memory. Every tool's answer is checked against the library's own answ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import anyio
 import pytest
@@ -186,14 +187,24 @@ def test_write_tools_are_offered_only_with_allow_write_and_record_and_write_turn
     assert [h.block_id for h in search(memory.workspace, "deploy Tuesday")]
 
 
-def test_streamable_http_on_loopback_serves_the_same_tools(home: Path) -> None:
+@contextlib.contextmanager
+def _http_server(home: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``scriptorium mcp --http 127.0.0.1:0`` running, with the line it printed first."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "scriptorium", "--home", str(home), "mcp",
          "--http", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline()
+        yield proc, proc.stderr.readline()
+    finally:
+        proc.send_signal(signal.SIGCONT)  # a test may have stopped it
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_streamable_http_on_loopback_serves_the_same_tools(home: Path) -> None:
+    with _http_server(home) as (_, line):
         assert "serving http://127.0.0.1:" in line, line
         url = line.split("serving ", 1)[1].strip()
         memory = _memory(home)
@@ -212,9 +223,6 @@ def test_streamable_http_on_loopback_serves_the_same_tools(home: Path) -> None:
         assert tools == READ_TOOLS
         assert got == expected
         assert "query" in bad
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_the_printed_http_address_accepts_connections_as_soon_as_it_is_printed(
@@ -222,21 +230,11 @@ def test_the_printed_http_address_accepts_connections_as_soon_as_it_is_printed(
     """The server is stopped the moment its line is read: the kernel still completes a
     connection to the printed address (it waits in the listen backlog), so a client that
     connects at once is never refused, however slowly the server goes on starting."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scriptorium", "--home", str(home), "mcp",
-         "--http", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
+    with _http_server(home) as (proc, line):
         proc.send_signal(signal.SIGSTOP)
         port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
         with socket.create_connection(("127.0.0.1", port), timeout=30):
             pass
-    finally:
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_bad_http_address_is_a_one_line_error(home: Path) -> None:
