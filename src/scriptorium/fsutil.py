@@ -110,6 +110,13 @@ def real_path_of(owner: Any, attr: str) -> str:
 
 def safe_join(root: Path, relpath: str, what: str = "path") -> Path:
     """Join ``relpath`` under ``root`` and refuse anything that would land outside it."""
+    return Path(safe_path(root, relpath, what))
+
+
+def safe_path(root: Path | str, relpath: str, what: str = "path") -> str:
+    """:func:`safe_join` as a string: a ``Path`` interns each part of it in CPython 3.11,
+    so a long write that joined each topic's name through one took a new slot of the
+    interpreter's string table each time (see benchmarks/README, bench_write_all_rss)."""
     if not isinstance(relpath, str) or relpath == "" or "\x00" in relpath:
         raise InvalidInput(f"invalid {what} {relpath!r}")
     if os.path.isabs(relpath) or relpath.startswith("\\"):
@@ -118,7 +125,7 @@ def safe_join(root: Path, relpath: str, what: str = "path") -> Path:
     target = os.path.realpath(os.path.join(root_real, relpath))
     if target != root_real and not target.startswith(root_real + os.sep):
         raise InvalidInput(f"invalid {what} {relpath!r}: escapes {root}")
-    return Path(target)
+    return target
 
 
 _CACHE = threading.local()

@@ -309,6 +309,24 @@ def test_a_non_markdown_file_or_a_symlink_in_topics_is_refused(ws):
         ws.root / "sources" / "openprogram" / "_v2" / "offsite.md")).code == "READ_ONLY_PATH"
 
 
+@pytest.mark.parametrize("linked", ["topics/linked", "topics/people/linked"])
+def test_a_declared_edit_reached_through_a_symlinked_directory_is_refused(ws, tmp_path, linked):
+    """A writer that declares what it wrote (``commit(only=...)``) has only those files
+    looked at: each must be a regular file reached through no symlink, at any depth."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.md").write_text("# X\n\nOutside the stage.\n")
+    before, rev = snapshot(ws), ws.revision()
+    with ws.begin(allowed_sources=[O1]) as tx:
+        link = tx.stage / linked
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(outside, target_is_directory=True)
+        with pytest.raises(TransactionError) as info:
+            tx.commit("should not install", only=[f"{linked}/x.md"])
+    assert info.value.code == "READ_ONLY_PATH" and f"{linked}/x.md" in str(info.value)
+    assert snapshot(ws) == before and ws.revision() == rev
+
+
 def test_removing_the_stages_topics_directory_is_refused_not_taken_as_delete_everything(ws):
     import shutil
     err = rejected(ws, lambda tx: shutil.rmtree(tx.stage / "topics"))

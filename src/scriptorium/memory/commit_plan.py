@@ -10,6 +10,7 @@ makes the one git commit. scriptorium.memory.transaction says in what order, and
 
 from __future__ import annotations
 
+import os
 import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
@@ -67,9 +68,12 @@ class _Where(dict):
         return default if found is None else found
 
 
-def read_or_none(path: Path) -> bytes | None:
+def read_or_none(path: Path | str) -> bytes | None:
+    """The file's bytes, None if it cannot be read. Callers pass a joined string, not a
+    ``Path``, which would intern the topic's name anew (fsutil.safe_path)."""
     try:
-        return path.read_bytes()
+        with open(path, "rb") as fh:
+            return fh.read()
     except OSError:
         return None
 
@@ -93,7 +97,7 @@ class CommitPlan:
 
     def committed(self, rel: str) -> bytes | None:
         if rel not in self._committed:
-            self._committed[rel] = read_or_none(self.ws.root / rel) \
+            self._committed[rel] = read_or_none(os.path.join(self.ws.root, rel)) \
                 if self.catalog.summary(rel) is not None else None
         return self._committed[rel]
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..errors import CorruptFile, ReasonCode, ScriptoriumError
 from ..faults import fault_point
-from ..fsutil import atomic_write_json, fsync_dir, fsync_file, safe_join
+from ..fsutil import atomic_write_json, fsync_dir, fsync_file, safe_path
 from .stage import PARKED_PREFIX
 from .tx_errors import TransactionError
 
@@ -43,26 +43,29 @@ def _allowed_rel(ws: "WorkspaceDir", rel: str) -> bool:
 
 
 def install_files(ws: "WorkspaceDir", txdir: Path, tx_id: str, writes: dict[str, bytes | None]) -> None:
-    """Replace ``writes`` in the workspace whole or not at all (caller holds the lock)."""
-    new_dir, backup_dir = txdir / "new", txdir / "backup"
+    """Replace ``writes`` in the workspace whole or not at all (caller holds the lock).
+    Paths are joined as strings: a ``Path`` would intern each topic's name anew each time
+    (see :func:`~scriptorium.fsutil.safe_path`)."""
+    join, parent_of = os.path.join, os.path.dirname
+    root, new_dir, backup_dir = str(ws.root), str(txdir / "new"), str(txdir / "backup")
     entries = []
     for rel in sorted(writes):
         if not _allowed_rel(ws, rel):
             raise TransactionError(f"{rel}: not a path a transaction installs",
                                    code=ReasonCode.READ_ONLY_PATH)
         data = writes[rel]
-        target = safe_join(ws.root, rel)
+        target = safe_path(ws.root, rel)
         if data is not None:
-            staged = new_dir / rel
-            staged.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            staged = join(new_dir, rel)
+            os.makedirs(parent_of(staged), mode=0o700, exist_ok=True)
             with open(staged, "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 fsync_file(fh.fileno())
             os.chmod(staged, 0o600)
-        entries.append({"path": rel, "existed": target.exists(),
+        entries.append({"path": rel, "existed": os.path.exists(target),
                         "op": "delete" if data is None else "put"})
-    for parent in {(new_dir / e["path"]).parent for e in entries if e["op"] == "put"}:
+    for parent in {parent_of(join(new_dir, e["path"])) for e in entries if e["op"] == "put"}:
         fsync_dir(parent)
     journal = {"version": JOURNAL_VERSION, "tx": tx_id, "dir": txdir.name, "state": "prepared",
                "entries": entries}
@@ -72,17 +75,17 @@ def install_files(ws: "WorkspaceDir", txdir: Path, tx_id: str, writes: dict[str,
     try:
         for n, entry in enumerate(entries):
             if entry["existed"]:
-                backup = backup_dir / entry["path"]
-                backup.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.replace(ws.root / entry["path"], backup)
+                backup = join(backup_dir, entry["path"])
+                os.makedirs(parent_of(backup), mode=0o700, exist_ok=True)
+                os.replace(join(root, entry["path"]), backup)
                 fault_point(f"backed-up-{n}")
         for n, entry in enumerate(entries):
             if entry["op"] == "put":
-                target = ws.root / entry["path"]
-                target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.replace(new_dir / entry["path"], target)
+                target = join(root, entry["path"])
+                os.makedirs(parent_of(target), mode=0o700, exist_ok=True)
+                os.replace(join(new_dir, entry["path"]), target)
                 fault_point(f"moved-in-{n}")
-        for parent in {(ws.root / e["path"]).parent for e in entries}:
+        for parent in {parent_of(join(root, e["path"])) for e in entries}:
             fsync_dir(parent)
         journal["state"] = "committed"
         atomic_write_json(ws.journal_path, journal)
@@ -160,7 +163,7 @@ def recover_install(ws: "WorkspaceDir") -> str | None:
                 or state not in ("prepared", "committed"):
             raise ValueError("unexpected journal contents")
         for entry in entries:
-            safe_join(ws.root, entry["path"])
+            safe_path(ws.root, entry["path"])
             if not _allowed_rel(ws, entry["path"]):
                 raise ValueError(f"journal names {entry['path']!r}")
     except (OSError, ValueError, KeyError, TypeError, ScriptoriumError) as exc:

@@ -78,11 +78,13 @@ class Stage:
     # -- placing files --------------------------------------------------------------------
 
     def put(self, rel: str, data: bytes) -> None:
-        path = self.root / rel
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # a string path: a Path would intern the topic's name again (fsutil.safe_path)
+        path = os.path.join(self.root, rel)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         try:
-            if path.is_symlink() or path.is_dir():
-                _remove(path)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
+                _remove(Path(path))
         except OSError:
             pass
         with open(path, "wb") as fh:
@@ -162,15 +164,14 @@ class Stage:
         for rel in sorted(set(only)):
             if not rel.startswith("topics/"):
                 raise StageError(rel, "only topics/ may be written")
-            path = self.root / rel
+            path = os.path.join(self.root, rel)  # a string: see put
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
                 if rel in self.files:
                     out[rel] = None
                 continue
-            if not stat.S_ISREG(st.st_mode) or any(
-                    p.is_symlink() for p in path.parents if self.root in p.parents):
+            if not stat.S_ISREG(st.st_mode) or self._through_symlink(rel):
                 raise StageError(rel, "not a regular file reached without a symlink")
             with open(path, "rb") as fh:
                 data = fh.read()
@@ -178,6 +179,12 @@ class Stage:
             if known is None or known[1] != sha256(data):
                 out[rel] = data
         return out
+
+    def _through_symlink(self, rel: str) -> bool:
+        """Whether a directory on the way from the stage root to ``rel`` is a symlink."""
+        parts = [p for p in rel.split("/")[:-1] if p not in ("", ".")]
+        return any(os.path.islink(os.path.join(self.root, *parts[:n]))
+                   for n in range(1, len(parts) + 1))
 
     def settle(self, final: dict[str, bytes | None]) -> None:
         """Make the staged files in ``final`` hold these bytes (None: absent)."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from ...errors import ReasonCode
 from ...faults import fault_point
-from ...fsutil import safe_join
+from ...fsutil import safe_path
 from ..records import Record
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,9 +84,10 @@ class WriteRequest:
     def write_topic(self, rel: str, text: str) -> None:
         """Write ``topics/<rel>`` in the stage and remember it was written (see
         :func:`declares_edits`)."""
-        path = safe_join(self.topics_dir, rel, "topic path")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path = safe_path(self.topics_dir, rel, "topic path")  # not a Path: see safe_path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
         self.written.add(f"topics/{rel}")
 
 

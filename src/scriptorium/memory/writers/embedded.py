@@ -23,13 +23,14 @@ free. The writer never writes ids; the transaction's normaliser assigns block an
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...config import Settings
-from ...fsutil import safe_join
+from ...fsutil import safe_path
 from ..catalog import slug, title_of
 from ..records import Record
 from ..sources.ids import source_anchor
@@ -118,7 +119,7 @@ def find_topic(topics_dir: Path, heading: str, relpath: str,
     the root wins, then name. With the ``catalog`` of the committed topics (which the stage
     mirrors at begin) no file is read; without one (a writer run on a bare directory) each
     topic's first line is."""
-    stem = Path(relpath).stem
+    stem = os.path.splitext(os.path.basename(relpath))[0]  # not a Path: see fsutil.safe_path
     if catalog is not None:
         found = [p[len("topics/"):] for p in catalog.named(stem, slug(heading))]
     else:
@@ -153,8 +154,12 @@ class EmbeddedWriter:
         heading, relpath = subject_of(request.session_title, list(request.batch),
                                       request.subject_hint)
         relpath = find_topic(request.topics_dir, heading, relpath, request.catalog)
-        path = safe_join(request.topics_dir, relpath, "topic path")
-        existing = path.read_text(encoding="utf-8") if path.exists() else ""
+        path = safe_path(request.topics_dir, relpath, "topic path")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                existing = fh.read()
+        except FileNotFoundError:
+            existing = ""
         facts = F.facts_of(todo)
         topic = _Topic(existing, request.line)
         updated = topic.add(heading, facts, side_branch=request.side_branch)
