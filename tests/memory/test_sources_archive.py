@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scriptorium.errors import InvalidInput
 from scriptorium.memory.sources import (MARKER, SourceArchive, SourceArchiveError, SourceIdError,
@@ -195,6 +197,19 @@ def test_a_path_colliding_with_an_existing_entry_rejects_the_whole_batch(ws):
     (ws / "sources" / "Claude-Code").mkdir()
     with pytest.raises(SourcePathCollision):
         arch.archive([rec("m1", provider="claude-code")])
+
+
+@given(st.lists(st.text(st.sampled_from("aAbBßSsﬀfFİiıIé\u0301e\u212a"), max_size=4), max_size=8),
+       st.text(st.sampled_from("aAbBßSsﬀfFİiıIé\u0301e\u212a"), min_size=1, max_size=4))
+def test_an_existing_entry_collides_exactly_when_its_folded_name_matches(entries, name):
+    """The check of a thread against its directory lists the whole archive at each batch,
+    so an ASCII entry is folded by ``lower()``: the same answer as folding every entry
+    (NFC then casefold), non-ASCII names, the Kelvin sign and combining accents included."""
+    from scriptorium.memory.sources.archive import _folded_twin
+    from scriptorium.memory.sources.ids import fold_name
+
+    twins = [e for e in entries if e != name and fold_name(e) == fold_name(name)]
+    assert _folded_twin(entries, name) == (twins[0] if twins else None)
 
 
 def test_temporary_files_go_to_the_runtime_dir_and_do_not_stay(ws):

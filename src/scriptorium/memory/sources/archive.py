@@ -344,14 +344,13 @@ class SourceArchive:
             parts = rel.split("/")
             for depth in range(1, len(parts) + 1):
                 parent = "/".join(parts[: depth - 1])
-                name = parts[depth - 1]
                 if parent not in listed:
                     listed[parent] = self._entries(parent)
-                for entry in listed[parent]:
-                    if entry != name and fold_name(entry) == fold_name(name):
-                        where = f"{parent}/{entry}" if parent else entry
-                        raise SourcePathCollision(f"source archive path {rel} collides with "
-                                                  f"existing {where} under case folding")
+                entry = _folded_twin(listed[parent], parts[depth - 1])
+                if entry is not None:
+                    where = f"{parent}/{entry}" if parent else entry
+                    raise SourcePathCollision(f"source archive path {rel} collides with "
+                                              f"existing {where} under case folding")
 
     def _entries(self, parent: str) -> list[str]:
         """The names in the archive directory ``parent`` ("" is the workspace root), for the
@@ -395,3 +394,15 @@ class SourceArchive:
         for d in reversed(missing):
             os.mkdir(d, mode=0o700)
             fsync_dir(os.path.dirname(d))
+
+
+def _folded_twin(entries: list[str], name: str) -> str | None:
+    """The entry other than ``name`` that folds to the same key (:func:`fold_name`), if any.
+    A thread's directory lists every archived thread, so this runs over the whole archive
+    at each batch: an ASCII entry is folded by ``lower()`` (NFC leaves it as it is and
+    ``casefold`` lowers only A-Z), and only the others pay for Unicode normalisation."""
+    key = fold_name(name)
+    for entry in entries:
+        if entry != name and (entry.lower() if entry.isascii() else fold_name(entry)) == key:
+            return entry
+    return None
