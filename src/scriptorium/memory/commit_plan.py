@@ -10,7 +10,6 @@ makes the one git commit. scriptorium.memory.transaction says in what order, and
 
 from __future__ import annotations
 
-import os
 import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
@@ -28,6 +27,7 @@ from .topics import (
     TopicDoc, TopicFormatError, parse_topic, parse_topic_bytes, repoint_block_links,
 )
 from .tx_errors import TransactionError
+from .walk import read_rel
 
 if TYPE_CHECKING:  # pragma: no cover
     from .catalog import TopicCatalog
@@ -68,12 +68,11 @@ class _Where(dict):
         return default if found is None else found
 
 
-def read_or_none(path: Path | str) -> bytes | None:
-    """The file's bytes, None if it cannot be read. Callers pass a joined string, not a
-    ``Path``, which would intern the topic's name anew (fsutil.safe_path)."""
+def read_or_none(root: Path, rel: str) -> bytes | None:
+    """The bytes of ``root/rel`` (by a string path: :func:`~.walk.read_rel`), None if it
+    cannot be read."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        return read_rel(root, rel)
     except OSError:
         return None
 
@@ -97,7 +96,7 @@ class CommitPlan:
 
     def committed(self, rel: str) -> bytes | None:
         if rel not in self._committed:
-            self._committed[rel] = read_or_none(os.path.join(self.ws.root, rel)) \
+            self._committed[rel] = read_or_none(self.ws.root, rel) \
                 if self.catalog.summary(rel) is not None else None
         return self._committed[rel]
 

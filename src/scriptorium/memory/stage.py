@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..fsutil import atomic_write_json, real_path_of
 from .catalog import TopicCatalog
 from .fingerprints import RACY_FINE_NS, Fingerprint, fingerprint, sha256
+from .walk import lstat_rel, read_rel
 
 if TYPE_CHECKING:  # pragma: no cover
     from .directory import WorkspaceDir
@@ -164,17 +165,15 @@ class Stage:
         for rel in sorted(set(only)):
             if not rel.startswith("topics/"):
                 raise StageError(rel, "only topics/ may be written")
-            path = os.path.join(self.root, rel)  # a string: see put
             try:
-                st = os.lstat(path)
+                st = lstat_rel(self.root, rel)
             except FileNotFoundError:
                 if rel in self.files:
                     out[rel] = None
                 continue
             if not stat.S_ISREG(st.st_mode) or self._through_symlink(rel):
                 raise StageError(rel, "not a regular file reached without a symlink")
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = read_rel(self.root, rel)
             known = self.files.get(rel)
             if known is None or known[1] != sha256(data):
                 out[rel] = data

@@ -26,7 +26,6 @@ Crash points are named (``fault_point``) so tests can kill a real process in the
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from typing import TYPE_CHECKING, Iterable
@@ -95,8 +94,7 @@ class Transaction:
         if not self._settled:
             try:
                 edits = self._stage.changes()
-                self._stage.settle({rel: read_or_none(os.path.join(ws.root, rel))
-                                    for rel in edits})
+                self._stage.settle({rel: read_or_none(ws.root, rel) for rel in edits})
                 self._settled = True
             except (OSError, StageError):
                 pass
