@@ -146,6 +146,42 @@ def test_a_build_writes_every_document_in_one_transaction(ws):
     index.refresh()
     assert len(commits) == 1 and index.count() == 24
 
+def _collections_during(action) -> int:
+    """How many passes of the cyclic collector ran while ``action()`` did."""
+    passes: list[int] = []
+    hook = lambda phase, info: passes.append(info["generation"]) if phase == "start" else None
+    gc.callbacks.append(hook)
+    try:
+        action()
+    finally:
+        gc.callbacks.remove(hook)
+    return len(passes)
+
+
+@pytest.mark.skipif(gc.get_freeze_count() > 0, reason="the program froze objects itself")
+def test_a_build_runs_no_pass_of_the_cycle_collector_and_leaves_it_as_it_found_it(ws):
+    """A build's documents are many objects and no cycles: the collector's passes only
+    re-walked the growing heap (a tenth of a 9.8 MB build's CPU)."""
+    ids = archive(ws, [("s", f"n{i}", "user", f"turn {i}", TS) for i in range(8)])
+    for n in range(8):
+        write_paragraphs(ws, f"topics/t{n}.md",
+                         [[(f"Kiln {n} fired {w} {k}.", [ids[n]], "2026-08-01")]
+                          for k in range(15) for w in WORDS[:4]])
+    index = SearchIndex.of(ws)
+    index.discard()
+    gc.collect()
+    assert gc.get_count()[0] < gc.get_threshold()[0]
+    assert _collections_during(index.refresh) == 0
+    assert index.count() == 8 * 60 and gc.isenabled() and gc.get_freeze_count() == 0
+    index.discard()
+    gc.disable()  # a program that turned the collector off keeps it off
+    try:
+        index.refresh()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 
 # -- ranking the best raw matches gives the answer of ranking every match ----------------------
 

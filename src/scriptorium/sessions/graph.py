@@ -14,8 +14,9 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any, Iterable
 
+from ..heap import gc_paused
 from .node import CHAIN_CALLERS, ROOT, Node
-from .nodefiles import StatKey, gc_paused
+from .nodefiles import StatKey
 
 _seq = attrgetter("seq")
 # branch_root remembers the root of every this-many-th node of a line it walked

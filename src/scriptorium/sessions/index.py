@@ -31,10 +31,11 @@ from pathlib import Path
 
 from ..errors import CorruptFile
 from ..fsutil import json_object
+from ..heap import gc_paused
 from .graph import NodeGraph
 from .node import Node, parse_node
-from .nodefiles import (LOCK_NAME, StatKey, gc_paused, node_entries, open_dir, read_gen,
-                        read_listed, read_node_file, write_gen)
+from .nodefiles import (LOCK_NAME, StatKey, node_entries, open_dir, read_gen, read_listed,
+                        read_node_file, write_gen)
 
 # A fingerprint observed less than this long after its mtime may hide a same-tick write.
 RACY_NS = 100_000_000

@@ -1,13 +1,10 @@
 """Low-level reads of a session directory: a descriptor of ``history/`` to scan through, one
-node file (fingerprint and bytes, never through a symlink), the generation token other
-processes of ours change after they write, and a pause of the cyclic GC for bulk loads. Kept
-apart so the index holds only bookkeeping."""
+node file (fingerprint and bytes, never through a symlink) and the generation token other
+processes of ours change after they write. Kept apart so the index holds only bookkeeping."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import gc
 import os
 import stat
 from pathlib import Path
@@ -141,23 +138,3 @@ def write_gen(path: Path) -> bytes:
     return token
 
 
-@contextlib.contextmanager
-def gc_paused(bulk: bool) -> Iterator[None]:
-    """Pause the cyclic garbage collector while a bulk load creates objects that all stay
-    alive: otherwise its passes re-walk the growing heap (a fifth of a cold open's time).
-
-    On the way out the objects made meanwhile are moved to the oldest generation as they
-    are (``freeze`` + ``unfreeze``, no traversal): else the first allocation after
-    ``enable`` would walk every one of them once more only to find them all alive. Skipped
-    when the program froze objects itself (``unfreeze`` would thaw them)."""
-    pause = bulk and gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if pause:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()

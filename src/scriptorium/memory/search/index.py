@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ...errors import ConcurrentUpdate, ReasonCode
 from ...fsutil import real_path_of
+from ...heap import gc_paused
 from ...sqlitefile import remove_files
 from ..fingerprints import Fingerprint, fingerprint, is_racy, sha256
 from ..walk import lstat_rel, markdown_files, read_rel, sources_signature
@@ -61,6 +62,9 @@ log = logging.getLogger(__name__)
 # topic files (a stat each) only when it moved or when the last walk is older than this: a
 # hand edit outside any transaction is seen within this long.
 FULL_CHECK_NS = 2_000_000_000
+# An update re-indexing at least this many files (a build: all of them) pauses the cyclic
+# GC: its documents are many objects and no cycles (heap.gc_paused).
+BULK_FILES = 64
 
 __all__ = ["INDEX_FILE", "SCHEMA_VERSION", "SearchIndex", "SearchIndexUnavailable"]
 
@@ -360,7 +364,6 @@ class SearchIndex:
         write transaction (another process doing the same waits, then finds little to do).
         A file a transaction installed (``parsed``, ``refs``: see :meth:`update`) keeps what
         its rows say of the turns its unchanged claims cite (documents.Known)."""
-        reindexed = 0
         resolver = Resolver(self.sources)
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -375,45 +378,9 @@ class SearchIndex:
                 self._forget(rows, rel)
             for rel in settled:
                 conn.execute("UPDATE files SET checked_ns=? WHERE path=?", (now, rel))
-            for rel in todo:
-                try:
-                    st = lstat_rel(self.root, rel)
-                    data = read_rel(self.root, rel)
-                except OSError:
-                    self._forget(rows, rel)
-                    continue
-                given = (parsed or {}).get(rel)
-                if given is not None and given[2] != data:
-                    given = None  # the file changed since that install: hash and parse it
-                sha = given[0] if given is not None else sha256(data)
-                row = _row(conn, rel)
-                fp = fingerprint(st)
-                if row is not None and row.sha == sha and not (force and row.unresolved):
-                    conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
-                                 "checked_ns=? WHERE path=?", (*fp, now, rel))
-                    continue
-                file = row.id if row is not None else 0
-                old = rows.old(file) if row is not None else {}
-                known, resolve = None, resolver.resolve
-                if given is not None and old and refs is not None and kind_of(rel) == "topic":
-                    known = Rows.speakers_by_sources(old).get
-                    resolve = _resolving(refs(rel), resolver.resolve)
-                docs, unresolved = file_documents(
-                    rel, data, resolve, resolver.trusted, resolver.speakers,
-                    given[1] if given is not None else None, known)
-                values = (kind_of(rel), *fp, sha, now, unresolved)
-                if row is None:
-                    logical = logical_path(rel)
-                    file = int(conn.execute(
-                        "INSERT INTO files(path, legacy, kind, mtime_ns, ctime_ns, size, ino, "
-                        "sha, checked_ns, unresolved) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        (rel, logical if logical != rel else None, *values)).lastrowid or 0)
-                else:
-                    conn.execute("UPDATE files SET kind=?, mtime_ns=?, ctime_ns=?, size=?, "
-                                 "ino=?, sha=?, checked_ns=?, unresolved=? WHERE path=?",
-                                 (*values, rel))
-                rows.replace(file, docs, known=row is not None, old=old)
-                reindexed += 1
+            with gc_paused(bulk=building or len(todo) >= BULK_FILES):
+                reindexed = self._index_files(conn, rows, todo, now, resolver, force=force,
+                                              parsed=parsed, refs=refs)
             held = rows.flush(hold=segments.TAIL_DOCUMENTS if building else 0)
             built = segments.finish_writes(conn, building=building,
                                            documents=rows.next_id - 1, held=held)
@@ -426,6 +393,53 @@ class SearchIndex:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        return reindexed
+
+    def _index_files(self, conn: sqlite3.Connection, rows: Rows, todo: list[str], now: int,
+                     resolver: Resolver, *, force: bool,
+                     parsed: Mapping[str, tuple[str, TopicDoc, bytes]] | None,
+                     refs: Callable[[str], Mapping[str, str]] | None) -> int:
+        """Re-index each of ``todo`` inside ``_apply``'s transaction; returns how many."""
+        reindexed = 0
+        for rel in todo:
+            try:
+                st = lstat_rel(self.root, rel)
+                data = read_rel(self.root, rel)
+            except OSError:
+                self._forget(rows, rel)
+                continue
+            given = (parsed or {}).get(rel)
+            if given is not None and given[2] != data:
+                given = None  # the file changed since that install: hash and parse it
+            sha = given[0] if given is not None else sha256(data)
+            row = _row(conn, rel)
+            fp = fingerprint(st)
+            if row is not None and row.sha == sha and not (force and row.unresolved):
+                conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
+                             "checked_ns=? WHERE path=?", (*fp, now, rel))
+                continue
+            file = row.id if row is not None else 0
+            old = rows.old(file) if row is not None else {}
+            known, resolve = None, resolver.resolve
+            if given is not None and old and refs is not None and kind_of(rel) == "topic":
+                known = Rows.speakers_by_sources(old).get
+                resolve = _resolving(refs(rel), resolver.resolve)
+            docs, unresolved = file_documents(
+                rel, data, resolve, resolver.trusted, resolver.speakers,
+                given[1] if given is not None else None, known)
+            values = (kind_of(rel), *fp, sha, now, unresolved)
+            if row is None:
+                logical = logical_path(rel)
+                file = int(conn.execute(
+                    "INSERT INTO files(path, legacy, kind, mtime_ns, ctime_ns, size, ino, "
+                    "sha, checked_ns, unresolved) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (rel, logical if logical != rel else None, *values)).lastrowid or 0)
+            else:
+                conn.execute("UPDATE files SET kind=?, mtime_ns=?, ctime_ns=?, size=?, "
+                             "ino=?, sha=?, checked_ns=?, unresolved=? WHERE path=?",
+                             (*values, rel))
+            rows.replace(file, docs, known=row is not None, old=old)
+            reindexed += 1
         return reindexed
 
     @staticmethod

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Sequence
 
+from ...heap import gc_paused
 from ..topics import SUPERSEDED_MARK
 from .documents import KINDS, WORD_RE, Document, kind_of, logical_path
 from .pg_source import DocumentSource, wanted_paths
@@ -374,18 +375,19 @@ class PgSearchIndex:
             files, n = [], 0
             rels = {rel for kind in kinds for rel in self.source.fingerprints(kind)}
             resolver = self.source.resolver()
-            for rel in sorted(rels):  # the order an update re-indexes files in
-                found = self.source.documents(rel, resolver)
-                if found is None:
-                    continue
-                found_docs, unresolved, fingerprint = found
-                tokens = 0
-                for doc in found_docs:
-                    params, length = _params(rel, doc, self.config)
-                    docs.write_row((n, *params[:19], *params[20::2]))
-                    n, tokens = n + 1, tokens + length
-                files.append((rel, kind_of(rel), fingerprint, unresolved, len(found_docs),
-                              tokens))
+            with gc_paused(bulk=True):  # many objects, no cycles (heap.gc_paused)
+                for rel in sorted(rels):  # the order an update re-indexes files in
+                    found = self.source.documents(rel, resolver)
+                    if found is None:
+                        continue
+                    found_docs, unresolved, fingerprint = found
+                    tokens = 0
+                    for doc in found_docs:
+                        params, length = _params(rel, doc, self.config)
+                        docs.write_row((n, *params[:19], *params[20::2]))
+                        n, tokens = n + 1, tokens + length
+                    files.append((rel, kind_of(rel), fingerprint, unresolved,
+                                  len(found_docs), tokens))
         with conn.cursor().copy("COPY search_files (path, kind, fingerprint, unresolved, "
                                 "docs, tokens) FROM STDIN") as out:
             for row in files:
