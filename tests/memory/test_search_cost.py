@@ -146,6 +146,7 @@ def test_a_build_writes_every_document_in_one_transaction(ws):
     index.refresh()
     assert len(commits) == 1 and index.count() == 24
 
+
 def _collections_during(action) -> int:
     """How many passes of the cyclic collector ran while ``action()`` did."""
     passes: list[int] = []
@@ -180,7 +181,6 @@ def test_a_build_runs_no_pass_of_the_cycle_collector_and_leaves_it_as_it_found_i
         assert not gc.isenabled()
     finally:
         gc.enable()
-
 
 
 # -- ranking the best raw matches gives the answer of ranking every match ----------------------

@@ -364,6 +364,7 @@ class SearchIndex:
         write transaction (another process doing the same waits, then finds little to do).
         A file a transaction installed (``parsed``, ``refs``: see :meth:`update`) keeps what
         its rows say of the turns its unchanged claims cite (documents.Known)."""
+        reindexed = 0
         resolver = Resolver(self.sources)
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -379,8 +380,45 @@ class SearchIndex:
             for rel in settled:
                 conn.execute("UPDATE files SET checked_ns=? WHERE path=?", (now, rel))
             with gc_paused(bulk=building or len(todo) >= BULK_FILES):
-                reindexed = self._index_files(conn, rows, todo, now, resolver, force=force,
-                                              parsed=parsed, refs=refs)
+                for rel in todo:
+                    try:
+                        st = lstat_rel(self.root, rel)
+                        data = read_rel(self.root, rel)
+                    except OSError:
+                        self._forget(rows, rel)
+                        continue
+                    given = (parsed or {}).get(rel)
+                    if given is not None and given[2] != data:
+                        given = None  # the file changed since that install: hash and parse it
+                    sha = given[0] if given is not None else sha256(data)
+                    row = _row(conn, rel)
+                    fp = fingerprint(st)
+                    if row is not None and row.sha == sha and not (force and row.unresolved):
+                        conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
+                                     "checked_ns=? WHERE path=?", (*fp, now, rel))
+                        continue
+                    file = row.id if row is not None else 0
+                    old = rows.old(file) if row is not None else {}
+                    known, resolve = None, resolver.resolve
+                    if given is not None and old and refs is not None and kind_of(rel) == "topic":
+                        known = Rows.speakers_by_sources(old).get
+                        resolve = _resolving(refs(rel), resolver.resolve)
+                    docs, unresolved = file_documents(
+                        rel, data, resolve, resolver.trusted, resolver.speakers,
+                        given[1] if given is not None else None, known)
+                    values = (kind_of(rel), *fp, sha, now, unresolved)
+                    if row is None:
+                        logical = logical_path(rel)
+                        file = int(conn.execute(
+                            "INSERT INTO files(path, legacy, kind, mtime_ns, ctime_ns, size, ino, "
+                            "sha, checked_ns, unresolved) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                            (rel, logical if logical != rel else None, *values)).lastrowid or 0)
+                    else:
+                        conn.execute("UPDATE files SET kind=?, mtime_ns=?, ctime_ns=?, size=?, "
+                                     "ino=?, sha=?, checked_ns=?, unresolved=? WHERE path=?",
+                                     (*values, rel))
+                    rows.replace(file, docs, known=row is not None, old=old)
+                    reindexed += 1
             held = rows.flush(hold=segments.TAIL_DOCUMENTS if building else 0)
             built = segments.finish_writes(conn, building=building,
                                            documents=rows.next_id - 1, held=held)
@@ -393,53 +431,6 @@ class SearchIndex:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return reindexed
-
-    def _index_files(self, conn: sqlite3.Connection, rows: Rows, todo: list[str], now: int,
-                     resolver: Resolver, *, force: bool,
-                     parsed: Mapping[str, tuple[str, TopicDoc, bytes]] | None,
-                     refs: Callable[[str], Mapping[str, str]] | None) -> int:
-        """Re-index each of ``todo`` inside ``_apply``'s transaction; returns how many."""
-        reindexed = 0
-        for rel in todo:
-            try:
-                st = lstat_rel(self.root, rel)
-                data = read_rel(self.root, rel)
-            except OSError:
-                self._forget(rows, rel)
-                continue
-            given = (parsed or {}).get(rel)
-            if given is not None and given[2] != data:
-                given = None  # the file changed since that install: hash and parse it
-            sha = given[0] if given is not None else sha256(data)
-            row = _row(conn, rel)
-            fp = fingerprint(st)
-            if row is not None and row.sha == sha and not (force and row.unresolved):
-                conn.execute("UPDATE files SET mtime_ns=?, ctime_ns=?, size=?, ino=?, "
-                             "checked_ns=? WHERE path=?", (*fp, now, rel))
-                continue
-            file = row.id if row is not None else 0
-            old = rows.old(file) if row is not None else {}
-            known, resolve = None, resolver.resolve
-            if given is not None and old and refs is not None and kind_of(rel) == "topic":
-                known = Rows.speakers_by_sources(old).get
-                resolve = _resolving(refs(rel), resolver.resolve)
-            docs, unresolved = file_documents(
-                rel, data, resolve, resolver.trusted, resolver.speakers,
-                given[1] if given is not None else None, known)
-            values = (kind_of(rel), *fp, sha, now, unresolved)
-            if row is None:
-                logical = logical_path(rel)
-                file = int(conn.execute(
-                    "INSERT INTO files(path, legacy, kind, mtime_ns, ctime_ns, size, ino, "
-                    "sha, checked_ns, unresolved) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (rel, logical if logical != rel else None, *values)).lastrowid or 0)
-            else:
-                conn.execute("UPDATE files SET kind=?, mtime_ns=?, ctime_ns=?, size=?, "
-                             "ino=?, sha=?, checked_ns=?, unresolved=? WHERE path=?",
-                             (*values, rel))
-            rows.replace(file, docs, known=row is not None, old=old)
-            reindexed += 1
         return reindexed
 
     @staticmethod
